@@ -1,0 +1,40 @@
+# Two commands matter: `make dev` and `make test`. Every target first sources
+# scripts/env.sh, which installs what is missing (Node 24, npm dependencies,
+# the temporal CLI, the Kubernetes test-bed binaries) into a cache outside the
+# repository and reuses it afterwards.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+JEST := node --experimental-vm-modules --no-warnings=ExperimentalWarning node_modules/jest/bin/jest.js
+
+.PHONY: help dev test test-unit test-workflow lint build bundle bench clean
+
+help:
+	@echo "make dev        run Temporal dev server + worker + HTTPS hook server (Ctrl-C stops all)"
+	@echo "make test       lint, typecheck and every test tier (starts and stops what the tests need)"
+	@echo "make test-unit  the unit tier only (no services)"
+	@echo "make bench      hook server latency/throughput benchmark"
+
+dev:
+	@source scripts/env.sh && npm run --silent build && exec node dist/local/dev.js
+
+test:
+	@source scripts/env.sh --testbed && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
+
+test-unit:
+	@source scripts/env.sh && $(JEST) --ci --selectProjects unit
+
+test-workflow:
+	@source scripts/env.sh && $(JEST) --ci --selectProjects workflow
+
+lint:
+	@source scripts/env.sh && npm run --silent lint && npm run --silent typecheck
+
+build:
+	@source scripts/env.sh && npm run --silent build
+
+bench:
+	@source scripts/env.sh && npm run --silent build && node dist/bench/hooks.js
+
+clean:
+	rm -rf dist coverage .data

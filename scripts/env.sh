@@ -1,0 +1,93 @@
+# Sourced by the Makefile: makes sure every tool the project needs is present
+# (installing what is missing into a versioned cache outside the repository)
+# and exports PATH, TEMPORAL_CLI and, when found, TCTL_CLI.
+#   source scripts/env.sh            # node 24, npm deps, temporal CLI
+#   source scripts/env.sh --testbed  # also the Kubernetes test-bed binaries
+# Nothing is downloaded except through the npm registry and the Go module proxy.
+
+CAPI_UO_CACHE="${CAPI_UO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-upgrade-orchestrator}"
+export CAPI_UO_CACHE
+NODE_MAJOR=24
+TEMPORAL_CLI_VERSION=v1.5.1
+TCTL_VERSION=v1.18.4
+
+_uo_log() { printf '\033[2m[bootstrap]\033[0m %s\n' "$*" >&2; }
+_uo_die() { printf '[bootstrap] error: %s\n' "$*" >&2; return 1; }
+
+_uo_node() {
+  local major
+  major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+  if [ "$major" -ge "$NODE_MAJOR" ]; then return 0; fi
+  local dir="$CAPI_UO_CACHE/node-$NODE_MAJOR"
+  if [ ! -x "$dir/node_modules/.bin/node" ]; then
+    command -v npm >/dev/null || { _uo_die "npm not found: install Node.js (20 or newer) with npm"; return 1; }
+    _uo_log "node $major is older than $NODE_MAJOR: installing node@$NODE_MAJOR from the npm registry into $dir"
+    mkdir -p "$dir"
+    # The `node` package ships the binary through a platform package; its
+    # preinstall script is what fetches that package, so scripts must run.
+    npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "node@$NODE_MAJOR" >&2 || { _uo_die "npm install node@$NODE_MAJOR failed"; return 1; }
+  fi
+  export PATH="$dir/node_modules/.bin:$PATH"
+  major=$(node -p 'process.versions.node.split(".")[0]')
+  [ "$major" -ge "$NODE_MAJOR" ] || { _uo_die "node@$NODE_MAJOR installed but node reports $major"; return 1; }
+}
+
+_uo_deps() {
+  # Reinstall when the lock file changed since the last install.
+  if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    _uo_log "installing npm dependencies (npm ci)"
+    npm ci --no-audit --no-fund --loglevel=error >&2 || { _uo_die "npm ci failed"; return 1; }
+  fi
+}
+
+_uo_go_install() { # name version module-path
+  local name=$1 version=$2 pkg=$3 dir="$CAPI_UO_CACHE/tools/$1-$2"
+  if [ -x "$dir/$name" ]; then printf '%s\n' "$dir/$name"; return 0; fi
+  command -v go >/dev/null || { _uo_die "'$name' is not on PATH and Go is not installed: install Go (1.24+) or put '$name' on PATH"; return 1; }
+  _uo_log "building $name $version with go install (first run only; takes minutes)"
+  local start=$SECONDS
+  mkdir -p "$dir"
+  GOBIN="$dir" GOFLAGS="${GOFLAGS:-} -trimpath" go install "$pkg@$version" >&2 || { rm -rf "$dir"; _uo_die "go install $pkg@$version failed"; return 1; }
+  _uo_log "built $name in $((SECONDS - start))s"
+  printf '%s\n' "$dir/$name"
+}
+
+_uo_temporal() {
+  if [ -z "${TEMPORAL_CLI:-}" ]; then
+    if command -v temporal >/dev/null && temporal server start-dev --help 2>/dev/null | grep -q -- '--sqlite-pragma'; then
+      TEMPORAL_CLI=$(command -v temporal)
+    else
+      TEMPORAL_CLI=$(_uo_go_install temporal "$TEMPORAL_CLI_VERSION" github.com/temporalio/cli/cmd/temporal) || return 1
+    fi
+  fi
+  export TEMPORAL_CLI
+  export PATH="$(dirname "$TEMPORAL_CLI"):$PATH"
+  # tctl is deprecated upstream and the module proxy here does not serve it:
+  # use it when it is on PATH or in the cache, otherwise go on without it.
+  if [ -z "${TCTL_CLI:-}" ]; then
+    if command -v tctl >/dev/null; then TCTL_CLI=$(command -v tctl)
+    elif [ -x "$CAPI_UO_CACHE/tools/tctl-$TCTL_VERSION/tctl" ]; then TCTL_CLI="$CAPI_UO_CACHE/tools/tctl-$TCTL_VERSION/tctl"
+    elif command -v go >/dev/null && [ ! -e "$CAPI_UO_CACHE/tools/tctl-$TCTL_VERSION.unavailable" ]; then
+      if TCTL_CLI=$(_uo_go_install tctl "$TCTL_VERSION" github.com/temporalio/tctl/cmd/tctl 2>/dev/null); then :; else
+        TCTL_CLI=""; mkdir -p "$CAPI_UO_CACHE/tools"; : > "$CAPI_UO_CACHE/tools/tctl-$TCTL_VERSION.unavailable"
+        _uo_log "tctl $TCTL_VERSION cannot be built here (module proxy refuses it): tctl-specific checks will be reported as not run"
+      fi
+    fi
+  fi
+  if [ -n "${TCTL_CLI:-}" ]; then export TCTL_CLI; fi
+}
+
+_uo_testbed() {
+  local out
+  out=$(bash scripts/tools-k8s.sh) || { _uo_die "building the Kubernetes test-bed binaries failed"; return 1; }
+  eval "$out"
+}
+
+_uo_main() {
+  _uo_node || return 1
+  _uo_deps || return 1
+  _uo_temporal || return 1
+  if [ "${1:-}" = "--testbed" ]; then _uo_testbed || return 1; fi
+}
+
+_uo_main "$@"

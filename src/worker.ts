@@ -1,0 +1,38 @@
+// The Temporal worker: polls the task queue, runs the workflows (from a
+// prebuilt bundle in production, bundled from source in development) and the
+// activities.
+import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { createActivities, type ActivityDeps } from './activities/index.ts';
+
+export interface WorkerConfig {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+  /** Prebuilt bundle (see scripts/bundle-workflows.ts); else bundle from source. */
+  workflowBundlePath?: string;
+  /** Shut down gracefully within this time on SIGTERM (activities get cancelled after). */
+  shutdownGraceTime?: string;
+}
+
+/** The workflows' entry file next to this module: `.ts` when run from source, `.js` from dist. */
+export function workflowsEntry(): string {
+  const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
+  return new URL(`./workflows/index${ext}`, import.meta.url).pathname;
+}
+
+export function workflowSource(bundlePath?: string): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> {
+  if (bundlePath) return { workflowBundle: { codePath: bundlePath } };
+  return { workflowsPath: workflowsEntry() };
+}
+
+export async function createWorker(config: WorkerConfig, deps: ActivityDeps = {}): Promise<Worker> {
+  const connection = await NativeConnection.connect({ address: config.address });
+  return await Worker.create({
+    connection,
+    namespace: config.namespace,
+    taskQueue: config.taskQueue,
+    ...workflowSource(config.workflowBundlePath),
+    activities: createActivities(deps),
+    shutdownGraceTime: config.shutdownGraceTime ?? '30 seconds',
+  });
+}
