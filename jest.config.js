@@ -3,8 +3,8 @@
 // run by test/support/global-setup.ts, only for the tiers selected.
 const tsJest = ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }];
 
-/** @param {string} name @param {number} timeout */
-function project(name, timeout) {
+/** @param {string} name */
+function project(name) {
   return {
     displayName: name,
     testEnvironment: 'node',
@@ -12,7 +12,7 @@ function project(name, timeout) {
     testMatch: ['**/*.test.ts'],
     extensionsToTreatAsEsm: ['.ts'],
     transform: { '^.+\\.ts$': tsJest },
-    testTimeout: timeout,
+    setupFilesAfterEnv: ['<rootDir>/test/support/jest-timeout.ts'],
   };
 }
 

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { startDevServer, type DevServer } from '../../src/local/temporal-dev-server.ts';
+import { writeTestPki } from './pki.ts';
 import { temporalTiers } from './services.ts';
 
 declare global {
@@ -13,6 +14,8 @@ export default async function globalSetup(): Promise<void> {
   const selected = selectedProjects(process.argv) ?? ['unit', 'workflow', 'integration', 'e2e'];
   const dir = mkdtempSync(join(tmpdir(), 'capi-uo-test-'));
   globalThis.__capiTestServices = { dir };
+  process.env.TEST_PKI_FILE = join(dir, 'pki.json');
+  writeTestPki(process.env.TEST_PKI_FILE);
   if (!selected.some((p) => temporalTiers.includes(p))) return;
 
   const executable = process.env.TEMPORAL_CLI ?? 'temporal';

@@ -1,0 +1,331 @@
+// The Runtime SDK wire contract (hooks.runtime.cluster.x-k8s.io/v1alpha1):
+// one TypeBox schema per request and response, from which both the
+// TypeScript types and the runtime validation come. Field names, optionality
+// and kinds follow CAPI's Go types (api/runtime/hooks/v1alpha1). Objects stay
+// open (additionalProperties) because CAPI sends whole Cluster/Machine objects
+// whose fields grow between releases; only what we read is required.
+import { Type, type Static, type TSchema } from 'typebox';
+
+export const HOOKS_API_VERSION = 'hooks.runtime.cluster.x-k8s.io/v1alpha1';
+export const HOOKS_PATH_PREFIX = `/${HOOKS_API_VERSION}`;
+
+const open = { additionalProperties: true } as const;
+const NonEmpty = Type.String({ minLength: 1 });
+
+const ObjectMeta = Type.Object(
+  {
+    name: NonEmpty,
+    namespace: NonEmpty,
+    labels: Type.Optional(Type.Record(Type.String(), Type.String())),
+    annotations: Type.Optional(Type.Record(Type.String(), Type.String())),
+  },
+  open,
+);
+
+export const ClusterSchema = Type.Object(
+  {
+    apiVersion: Type.Optional(Type.String()),
+    kind: Type.Optional(Type.String()),
+    metadata: ObjectMeta,
+    spec: Type.Optional(
+      Type.Object({ topology: Type.Optional(Type.Object({ version: Type.Optional(Type.String()) }, open)) }, open),
+    ),
+  },
+  open,
+);
+export type Cluster = Static<typeof ClusterSchema>;
+
+const MachineSpec = Type.Object(
+  { clusterName: Type.Optional(Type.String()), version: Type.Optional(Type.String()) },
+  open,
+);
+export const MachineSchema = Type.Object(
+  {
+    apiVersion: Type.Optional(Type.String()),
+    kind: Type.Optional(Type.String()),
+    metadata: ObjectMeta,
+    spec: MachineSpec,
+  },
+  open,
+);
+export type Machine = Static<typeof MachineSchema>;
+
+export const MachineSetSchema = Type.Object(
+  {
+    apiVersion: Type.Optional(Type.String()),
+    kind: Type.Optional(Type.String()),
+    metadata: ObjectMeta,
+    spec: Type.Object({ template: Type.Object({ spec: MachineSpec }, open) }, open),
+  },
+  open,
+);
+export type MachineSet = Static<typeof MachineSetSchema>;
+
+/** runtime.RawExtension: any Kubernetes object (infrastructure machines, bootstrap configs, templates). */
+export const RawObjectSchema = Type.Object(
+  { apiVersion: Type.Optional(Type.String()), kind: Type.Optional(Type.String()), spec: Type.Optional(Type.Unknown()) },
+  open,
+);
+export type RawObject = Static<typeof RawObjectSchema>;
+
+export const UpgradeStepSchema = Type.Object({ version: NonEmpty }, open);
+export type UpgradeStep = Static<typeof UpgradeStepSchema>;
+const UpgradeSteps = Type.Optional(Type.Array(UpgradeStepSchema));
+
+export const PatchSchema = Type.Object({
+  patchType: Type.Union([Type.Literal('JSONPatch'), Type.Literal('JSONMergePatch')]),
+  /** base64 of the patch document: Go's []byte in JSON. */
+  patch: Type.String(),
+});
+export type Patch = Static<typeof PatchSchema>;
+
+export const StatusSchema = Type.Union([Type.Literal('Success'), Type.Literal('Failure')]);
+export type HookStatus = Static<typeof StatusSchema>;
+
+// ---- hook catalog -----------------------------------------------------------
+
+export type HookFamily = 'lifecycle' | 'upgrade-plan' | 'in-place';
+export type ResponseShape = 'plain' | 'retry';
+
+interface HookSpec<R extends Record<string, TSchema>, S extends Record<string, TSchema>> {
+  family: HookFamily;
+  /** Retry hooks answer retryAfterSeconds; CAPI re-calls them while it is > 0. */
+  shape: ResponseShape;
+  /** Whether our answer can hold CAPI back (it decides how outages are answered). */
+  blocking: boolean;
+  request: R;
+  response: S;
+  defaultFailurePolicy: FailurePolicy;
+}
+
+export type FailurePolicy = 'Fail' | 'Ignore';
+
+function hook<R extends Record<string, TSchema>, S extends Record<string, TSchema>>(spec: HookSpec<R, S>) {
+  return spec;
+}
+
+const clusterOnly = { cluster: ClusterSchema };
+const upgradeWindow = {
+  cluster: ClusterSchema,
+  fromKubernetesVersion: NonEmpty,
+  toKubernetesVersion: NonEmpty,
+  controlPlaneUpgrades: UpgradeSteps,
+  workersUpgrades: UpgradeSteps,
+};
+const upgradePoint = {
+  cluster: ClusterSchema,
+  kubernetesVersion: NonEmpty,
+  controlPlaneUpgrades: UpgradeSteps,
+  workersUpgrades: UpgradeSteps,
+};
+const machineObjects = Type.Object(
+  { machine: MachineSchema, infrastructureMachine: RawObjectSchema, bootstrapConfig: Type.Optional(RawObjectSchema) },
+  open,
+);
+const machineSetObjects = Type.Object(
+  {
+    machineSet: MachineSetSchema,
+    infrastructureMachineTemplate: RawObjectSchema,
+    bootstrapConfigTemplate: Type.Optional(RawObjectSchema),
+  },
+  open,
+);
+const OptionalPatch = Type.Optional(PatchSchema);
+
+// Failure policies: hooks that only record (create, CP initialized) must not
+// hold a cluster back when we are down; everything that gates an upgrade or
+// answers for in-place changes fails closed.
+export const hookCatalog = {
+  BeforeClusterCreate: hook({
+    family: 'lifecycle',
+    shape: 'retry',
+    blocking: true,
+    request: clusterOnly,
+    response: {},
+    defaultFailurePolicy: 'Ignore',
+  }),
+  AfterControlPlaneInitialized: hook({
+    family: 'lifecycle',
+    shape: 'plain',
+    blocking: false,
+    request: clusterOnly,
+    response: {},
+    defaultFailurePolicy: 'Ignore',
+  }),
+  BeforeClusterUpgrade: hook({
+    family: 'lifecycle',
+    shape: 'retry',
+    blocking: true,
+    request: upgradeWindow,
+    response: {},
+    defaultFailurePolicy: 'Fail',
+  }),
+  BeforeControlPlaneUpgrade: hook({
+    family: 'lifecycle',
+    shape: 'retry',
+    blocking: true,
+    request: upgradeWindow,
+    response: {},
+    defaultFailurePolicy: 'Fail',
+  }),
+  AfterControlPlaneUpgrade: hook({
+    family: 'lifecycle',
+    shape: 'retry',
+    blocking: true,
+    request: upgradePoint,
+    response: {},
+    defaultFailurePolicy: 'Fail',
+  }),
+  BeforeWorkersUpgrade: hook({
+    family: 'lifecycle',
+    shape: 'retry',
+    blocking: true,
+    request: upgradeWindow,
+    response: {},
+    defaultFailurePolicy: 'Fail',
+  }),
+  AfterWorkersUpgrade: hook({
+    family: 'lifecycle',
+    shape: 'retry',
+    blocking: true,
+    request: upgradePoint,
+    response: {},
+    defaultFailurePolicy: 'Fail',
+  }),
+  AfterClusterUpgrade: hook({
+    family: 'lifecycle',
+    shape: 'retry',
+    blocking: true,
+    request: { cluster: ClusterSchema, kubernetesVersion: NonEmpty },
+    response: {},
+    defaultFailurePolicy: 'Fail',
+  }),
+  BeforeClusterDelete: hook({
+    family: 'lifecycle',
+    shape: 'retry',
+    blocking: true,
+    request: clusterOnly,
+    response: {},
+    defaultFailurePolicy: 'Fail',
+  }),
+  GenerateUpgradePlan: hook({
+    family: 'upgrade-plan',
+    shape: 'plain',
+    blocking: false,
+    request: {
+      cluster: ClusterSchema,
+      fromControlPlaneKubernetesVersion: NonEmpty,
+      fromWorkersKubernetesVersion: Type.Optional(NonEmpty),
+      toKubernetesVersion: NonEmpty,
+    },
+    response: { controlPlaneUpgrades: UpgradeSteps, workersUpgrades: UpgradeSteps },
+    defaultFailurePolicy: 'Fail',
+  }),
+  CanUpdateMachine: hook({
+    family: 'in-place',
+    shape: 'plain',
+    blocking: false,
+    request: { current: machineObjects, desired: machineObjects },
+    response: {
+      machinePatch: OptionalPatch,
+      infrastructureMachinePatch: OptionalPatch,
+      bootstrapConfigPatch: OptionalPatch,
+    },
+    defaultFailurePolicy: 'Fail',
+  }),
+  CanUpdateMachineSet: hook({
+    family: 'in-place',
+    shape: 'plain',
+    blocking: false,
+    request: { current: machineSetObjects, desired: machineSetObjects },
+    response: {
+      machineSetPatch: OptionalPatch,
+      infrastructureMachineTemplatePatch: OptionalPatch,
+      bootstrapConfigTemplatePatch: OptionalPatch,
+    },
+    defaultFailurePolicy: 'Fail',
+  }),
+  UpdateMachine: hook({
+    family: 'in-place',
+    shape: 'retry',
+    blocking: true,
+    request: { desired: machineObjects },
+    response: {},
+    defaultFailurePolicy: 'Fail',
+  }),
+} as const;
+
+export type HookName = keyof typeof hookCatalog;
+export const hookNames = Object.keys(hookCatalog) as HookName[];
+
+type Catalog = typeof hookCatalog;
+type RetryFields<H extends HookName> = Catalog[H]['shape'] extends 'retry' ? { retryAfterSeconds: number } : object;
+
+export function requestSchema<H extends HookName>(name: H) {
+  return Type.Object(
+    {
+      apiVersion: Type.Literal(HOOKS_API_VERSION),
+      kind: Type.Literal(`${name}Request`),
+      settings: Type.Optional(Type.Record(Type.String(), Type.String())),
+      ...hookCatalog[name].request,
+    },
+    open,
+  );
+}
+
+export function responseSchema<H extends HookName>(name: H) {
+  const def = hookCatalog[name] as HookSpec<Record<string, TSchema>, Record<string, TSchema>>;
+  return Type.Object(
+    {
+      apiVersion: Type.Literal(HOOKS_API_VERSION),
+      kind: Type.Literal(`${name}Response`),
+      status: StatusSchema,
+      message: Type.Optional(Type.String()),
+      ...(def.shape === 'retry' ? { retryAfterSeconds: Type.Integer({ minimum: 0 }) } : {}),
+      ...def.response,
+    },
+    { additionalProperties: false },
+  );
+}
+
+export type HookRequest<H extends HookName> = Static<ReturnType<typeof requestSchema<H>>>;
+
+/** What a hook's own code returns; the generic layer adds apiVersion and kind. */
+export type HookResult<H extends HookName> = { status: HookStatus; message?: string } & RetryFields<H> & {
+    [K in keyof Catalog[H]['response']]?: Catalog[H]['response'][K] extends TSchema
+      ? Static<Catalog[H]['response'][K]>
+      : never;
+  };
+
+export type HookResponse<H extends HookName> = {
+  apiVersion: typeof HOOKS_API_VERSION;
+  kind: `${H}Response`;
+} & HookResult<H>;
+
+// ---- discovery --------------------------------------------------------------
+
+export const ExtensionHandlerSchema = Type.Object({
+  name: Type.String({ pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$', maxLength: 63 }),
+  requestHook: Type.Object({ apiVersion: Type.Literal(HOOKS_API_VERSION), hook: Type.String() }),
+  timeoutSeconds: Type.Integer({ minimum: 0, maximum: 30 }),
+  failurePolicy: Type.Union([Type.Literal('Fail'), Type.Literal('Ignore')]),
+});
+export type ExtensionHandler = Static<typeof ExtensionHandlerSchema>;
+
+export const DiscoveryRequestSchema = Type.Object(
+  { apiVersion: Type.Literal(HOOKS_API_VERSION), kind: Type.Literal('DiscoveryRequest') },
+  open,
+);
+export const DiscoveryResponseSchema = Type.Object({
+  apiVersion: Type.Literal(HOOKS_API_VERSION),
+  kind: Type.Literal('DiscoveryResponse'),
+  status: StatusSchema,
+  message: Type.Optional(Type.String()),
+  handlers: Type.Array(ExtensionHandlerSchema),
+});
+export type DiscoveryResponse = Static<typeof DiscoveryResponseSchema>;
+
+/** `BeforeClusterUpgrade` → `before-cluster-upgrade`: the default handler name (as CAPI's test extension names them). */
+export function defaultHandlerName(hookName: HookName): string {
+  return hookName.replace(/([a-z])([A-Z])/g, '$1-$2').toLowerCase();
+}

@@ -1,0 +1,30 @@
+// How a hook implementation tells the generic layer what went wrong. The
+// messages reach CAPI conditions: keep them deterministic and secret-free.
+
+/** The request is well-formed but cannot be served (e.g. an unplannable upgrade): HTTP 200, status Failure. */
+export class HookFailure extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'HookFailure';
+  }
+}
+
+/** A backend (Temporal) is down or slow: blocking hooks hold CAPI back and ask it to retry. */
+export class BackendUnavailable extends Error {
+  constructor(message = 'the workflow service did not answer in time') {
+    super(message);
+    this.name = 'BackendUnavailable';
+  }
+}
+
+/** A client error answered with an HTTP status other than 200 (400, 404, 405, 413). */
+export class HttpError extends Error {
+  readonly statusCode: number;
+  readonly field?: string;
+  constructor(statusCode: number, message: string, field?: string) {
+    super(message);
+    this.name = 'HttpError';
+    this.statusCode = statusCode;
+    if (field !== undefined) this.field = field;
+  }
+}

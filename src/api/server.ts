@@ -1,0 +1,81 @@
+// Owns the listening socket: HTTPS with certificates from files (reloaded on
+// rotation), optional mutual TLS, or plain HTTP behind an explicit dev flag.
+import { randomUUID } from 'node:crypto';
+import type { Server as HttpsServer } from 'node:https';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { ServerConfig } from '../config.ts';
+import hookApp, { type HookAppOptions } from './app.ts';
+import { readTlsMaterial, watchCertificates, type CertificateReloader } from './tls.ts';
+
+export interface HookServer {
+  app: FastifyInstance;
+  /** e.g. https://127.0.0.1:9443 */
+  url: string;
+  reloader?: CertificateReloader;
+  close(): Promise<void>;
+}
+
+export interface StartHookServerOptions {
+  server: ServerConfig;
+  logLevel?: string;
+  app: Omit<HookAppOptions, 'server'>;
+}
+
+export async function startHookServer(opts: StartHookServerOptions): Promise<HookServer> {
+  const { server } = opts;
+  const tlsFiles = {
+    certFile: server.certFile,
+    keyFile: server.keyFile,
+    ...(server.clientCaFile ? { clientCaFile: server.clientCaFile } : {}),
+  };
+  const common = {
+    logger: { level: opts.logLevel ?? 'info', redact: ['req.headers.authorization'] },
+    disableRequestLogging: true,
+    bodyLimit: server.bodyLimitBytes,
+    requestIdLogLabel: 'requestId',
+    genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && given.length <= 128 ? given : randomUUID();
+    },
+    // Hooks answer well within CAPI's 30 s maximum; nothing legitimate is slower.
+    connectionTimeout: 60_000,
+  };
+  let app: FastifyInstance;
+  if (server.insecureHttp) {
+    app = Fastify(common);
+  } else {
+    app = Fastify({
+      ...common,
+      https: {
+        ...readTlsMaterial(tlsFiles),
+        // Mutual TLS when a client CA is configured: no valid client certificate, no handshake.
+        ...(server.clientCaFile ? { requestCert: true, rejectUnauthorized: true } : {}),
+        minVersion: 'TLSv1.2',
+      },
+    }) as unknown as FastifyInstance;
+  }
+  await app.register(hookApp, { ...opts.app, server });
+  let reloader: CertificateReloader | undefined;
+  if (!server.insecureHttp) {
+    reloader = watchCertificates(
+      tlsFiles,
+      server.tlsReloadIntervalMs,
+      (material) => {
+        (app.server as HttpsServer).setSecureContext(material);
+        app.log.info({ certFile: server.certFile }, 'serving certificate reloaded');
+      },
+      (err) => app.log.warn({ err: String(err) }, 'certificate files unreadable; keeping the current certificate'),
+    );
+  }
+  app.addHook('onClose', async () => reloader?.stop());
+  const address = await app.listen({ host: server.host, port: server.port });
+  const scheme = server.insecureHttp ? 'http' : 'https';
+  const port = new URL(address).port;
+  const host = server.host === '0.0.0.0' || server.host === '::' ? 'localhost' : server.host;
+  return {
+    app,
+    url: `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    ...(reloader ? { reloader } : {}),
+    close: () => app.close(),
+  };
+}

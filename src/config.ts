@@ -1,0 +1,155 @@
+// Process configuration from environment variables, parsed once at start into
+// a typed object. Every problem is reported at once, naming the variable.
+import { defaultHandlerName, hookCatalog, hookNames, type FailurePolicy, type HookName } from './api/contract.ts';
+
+export type Role = 'all' | 'api' | 'worker';
+
+export interface HandlerConfig {
+  hook: HookName;
+  /** DNS-1123 label, unique; the last URL segment. */
+  name: string;
+  enabled: boolean;
+  timeoutSeconds: number;
+  failurePolicy: FailurePolicy;
+}
+
+export interface ServerConfig {
+  host: string;
+  port: number;
+  certFile: string;
+  keyFile: string;
+  /** PEM bundle of CAs whose client certificates are accepted; set = mutual TLS. */
+  clientCaFile?: string;
+  /** How often the certificate files are re-read (cert-manager rotates them in place). */
+  tlsReloadIntervalMs: number;
+  /** Development only: serve plain HTTP. CAPI itself refuses http. */
+  insecureHttp: boolean;
+  bodyLimitBytes: number;
+  /** retryAfterSeconds answered by blocking hooks while Temporal cannot be reached. */
+  unavailableRetryAfterSeconds: number;
+}
+
+export interface TemporalConfig {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+}
+
+export interface AppConfig {
+  role: Role;
+  logLevel: string;
+  server: ServerConfig;
+  handlers: HandlerConfig[];
+  temporal: TemporalConfig;
+  /** Prebuilt workflow bundle for the worker (production image); unset = bundle from source. */
+  workflowBundlePath?: string;
+}
+
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** `BeforeClusterUpgrade` → `BEFORE_CLUSTER_UPGRADE`, the per-hook variable infix. */
+export function hookEnvName(hook: HookName): string {
+  return defaultHandlerName(hook).replace(/-/g, '_').toUpperCase();
+}
+
+export function parseConfig(env: Record<string, string | undefined> = process.env): AppConfig {
+  const problems: string[] = [];
+  const str = (name: string, fallback: string): string => {
+    const v = env[name];
+    return v === undefined || v === '' ? fallback : v;
+  };
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < min || n > max) {
+      problems.push(`${name}=${JSON.stringify(raw)}: expected an integer from ${min} to ${max}`);
+      return fallback;
+    }
+    return n;
+  };
+  const bool = (name: string, fallback: boolean): boolean => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    if (/^(true|1|yes)$/i.test(raw)) return true;
+    if (/^(false|0|no)$/i.test(raw)) return false;
+    problems.push(`${name}=${JSON.stringify(raw)}: expected true or false`);
+    return fallback;
+  };
+
+  const role = str('ROLE', 'all');
+  if (role !== 'all' && role !== 'api' && role !== 'worker')
+    problems.push(`ROLE=${JSON.stringify(role)}: expected all, api or worker`);
+
+  const certDir = str('TLS_CERT_DIR', '/tmp/k8s-webhook-server/serving-certs');
+  const clientCaFile = env.TLS_CLIENT_CA_FILE || undefined;
+  const server: ServerConfig = {
+    host: str('HOOK_SERVER_HOST', '0.0.0.0'),
+    port: int('HOOK_SERVER_PORT', 9443, 0, 65535),
+    certFile: str('TLS_CERT_FILE', `${certDir}/tls.crt`),
+    keyFile: str('TLS_KEY_FILE', `${certDir}/tls.key`),
+    ...(clientCaFile ? { clientCaFile } : {}),
+    tlsReloadIntervalMs: int('TLS_RELOAD_INTERVAL_SECONDS', 10, 1, 3600) * 1000,
+    insecureHttp: bool('HOOK_SERVER_INSECURE_HTTP', false),
+    bodyLimitBytes: int('HOOK_SERVER_BODY_LIMIT_BYTES', 10 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+    unavailableRetryAfterSeconds: int('HOOK_UNAVAILABLE_RETRY_AFTER_SECONDS', 30, 1, 3600),
+  };
+
+  const disabled = new Set(
+    str('HOOKS_DISABLED', '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  );
+  for (const name of disabled) {
+    if (!(hookNames as string[]).includes(name)) problems.push(`HOOKS_DISABLED: unknown hook ${JSON.stringify(name)}`);
+  }
+  const handlers = hookNames.map((hook): HandlerConfig => {
+    const infix = hookEnvName(hook);
+    const name = str(`HOOK_${infix}_NAME`, defaultHandlerName(hook));
+    if (!DNS1123_LABEL.test(name) || name.length > 63) {
+      problems.push(`HOOK_${infix}_NAME=${JSON.stringify(name)}: must be a DNS-1123 label`);
+    }
+    const policy = str(`HOOK_${infix}_FAILURE_POLICY`, hookCatalog[hook].defaultFailurePolicy);
+    if (policy !== 'Fail' && policy !== 'Ignore') {
+      problems.push(`HOOK_${infix}_FAILURE_POLICY=${JSON.stringify(policy)}: expected Fail or Ignore`);
+    }
+    return {
+      hook,
+      name,
+      enabled: !disabled.has(hook) && bool(`HOOK_${infix}_ENABLED`, true),
+      timeoutSeconds: int(`HOOK_${infix}_TIMEOUT_SECONDS`, 10, 0, 30),
+      failurePolicy: policy === 'Ignore' ? 'Ignore' : 'Fail',
+    };
+  });
+  const seen = new Map<string, HookName>();
+  for (const h of handlers) {
+    const other = seen.get(h.name);
+    if (other) problems.push(`handler name ${JSON.stringify(h.name)} is used by both ${other} and ${h.hook}`);
+    seen.set(h.name, h.hook);
+  }
+
+  const config: AppConfig = {
+    role: role as Role,
+    logLevel: str('LOG_LEVEL', 'info'),
+    server,
+    handlers,
+    temporal: {
+      address: str('TEMPORAL_ADDRESS', '127.0.0.1:7233'),
+      namespace: str('TEMPORAL_NAMESPACE', 'default'),
+      taskQueue: str('TEMPORAL_TASK_QUEUE', 'capi-upgrade-orchestrator'),
+    },
+    ...(env.WORKFLOW_BUNDLE_PATH ? { workflowBundlePath: env.WORKFLOW_BUNDLE_PATH } : {}),
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return config;
+}

@@ -1,0 +1,91 @@
+// Starts the real hook server (TLS, listen, routes) on a free loopback port
+// with certificates made for the test, as cert-manager would mount them.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseConfig, type ServerConfig } from '../../src/config.ts';
+import type { PemPair } from '../../src/local/certs.ts';
+import { HookRegistry } from '../../src/api/registry.ts';
+import { startHookServer, type HookServer } from '../../src/api/server.ts';
+import { nonBlockingLifecycleHandlers, type LifecycleHandlers } from '../../src/api/routes/lifecycle.ts';
+import { noInPlaceHandlers, type InPlaceHandlers } from '../../src/api/routes/in-place.ts';
+import type { UpgradePlanHandlers } from '../../src/api/routes/upgrade-plan.ts';
+import { HookFailure } from '../../src/api/errors.ts';
+import { testPki } from './pki.ts';
+
+export interface TestHookServer {
+  server: HookServer;
+  url: string;
+  dir: string;
+  ca: PemPair;
+  /** Signs client certificates when mutual TLS is on. */
+  clientCa?: PemPair;
+  client?: PemPair;
+  writeServingCertificate(pair: PemPair): void;
+  close(): Promise<void>;
+}
+
+export interface TestHookServerOptions {
+  env?: Record<string, string>;
+  server?: Partial<ServerConfig>;
+  mutualTls?: boolean;
+  lifecycle?: Partial<LifecycleHandlers>;
+  upgradePlan?: Partial<UpgradePlanHandlers>;
+  inPlace?: Partial<InPlaceHandlers>;
+}
+
+export const unplannedUpgradePlanHandlers: UpgradePlanHandlers = {
+  GenerateUpgradePlan: async () => {
+    throw new HookFailure('upgrade planning is not configured');
+  },
+};
+
+export async function startTestHookServer(options: TestHookServerOptions = {}): Promise<TestHookServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'capi-uo-hooks-'));
+  const pki = testPki();
+  const ca = pki.ca;
+  const writeServingCertificate = (pair: PemPair) => {
+    // Key first, then cert: the reloader must tolerate the moment in between.
+    writeFileSync(join(dir, 'tls.key'), pair.keyPem);
+    writeFileSync(join(dir, 'tls.crt'), pair.certPem);
+  };
+  writeServingCertificate(pki.serving);
+  let clientCa: PemPair | undefined;
+  let client: PemPair | undefined;
+  if (options.mutualTls) {
+    clientCa = pki.clientCa;
+    client = pki.client;
+    writeFileSync(join(dir, 'client-ca.crt'), clientCa.certPem);
+  }
+  const config = parseConfig({
+    HOOK_SERVER_HOST: '127.0.0.1',
+    HOOK_SERVER_PORT: '0',
+    TLS_CERT_DIR: dir,
+    LOG_LEVEL: 'silent',
+    ...(options.mutualTls ? { TLS_CLIENT_CA_FILE: join(dir, 'client-ca.crt') } : {}),
+    ...options.env,
+  });
+  const server = await startHookServer({
+    server: { ...config.server, ...options.server },
+    logLevel: config.logLevel,
+    app: {
+      registry: new HookRegistry(config.handlers),
+      lifecycle: { ...nonBlockingLifecycleHandlers, ...options.lifecycle },
+      upgradePlan: { ...unplannedUpgradePlanHandlers, ...options.upgradePlan },
+      inPlace: { ...noInPlaceHandlers, ...options.inPlace },
+    },
+  });
+  return {
+    server,
+    url: server.url,
+    dir,
+    ca,
+    ...(clientCa ? { clientCa } : {}),
+    ...(client ? { client } : {}),
+    writeServingCertificate,
+    async close() {
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,45 @@
+// One set of test certificates per run, made by the global setup: node-forge
+// runs ~15x slower inside jest's VM context than in the parent process.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createCertificateAuthority, issueCertificate, type PemPair } from '../../src/local/certs.ts';
+import { requireEnv } from './services.ts';
+
+export interface TestPki {
+  ca: PemPair;
+  serving: PemPair;
+  /** A second serving certificate from the same CA, for rotation tests. */
+  servingRotated: PemPair;
+  otherCa: PemPair;
+  clientCa: PemPair;
+  client: PemPair;
+  /** A client certificate from a CA the server does not trust. */
+  rogueClient: PemPair;
+}
+
+const localhost = {
+  commonName: 'localhost',
+  dnsNames: ['localhost'],
+  ipAddresses: ['127.0.0.1'],
+  usage: 'server' as const,
+};
+
+export function writeTestPki(file: string): void {
+  const ca = createCertificateAuthority('test CA');
+  const clientCa = createCertificateAuthority('test client CA');
+  const pki: TestPki = {
+    ca,
+    serving: issueCertificate(ca, localhost),
+    servingRotated: issueCertificate(ca, localhost),
+    otherCa: createCertificateAuthority('someone else'),
+    clientCa,
+    client: issueCertificate(clientCa, { commonName: 'capi-controller-manager', usage: 'client' }),
+    rogueClient: issueCertificate(createCertificateAuthority('rogue'), { commonName: 'rogue', usage: 'client' }),
+  };
+  writeFileSync(file, JSON.stringify(pki));
+}
+
+let cached: TestPki | undefined;
+export function testPki(): TestPki {
+  cached ??= JSON.parse(readFileSync(requireEnv('TEST_PKI_FILE'), 'utf8')) as TestPki;
+  return cached;
+}
