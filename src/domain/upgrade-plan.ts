@@ -1,0 +1,339 @@
+/**
+ * Chained upgrade plans: the answer to Cluster API's GenerateUpgradePlan hook.
+ *
+ * Control plane strategies:
+ * - `newest-patch` (default): for every minor between the current control plane version and the
+ *   target, the newest catalog patch of that minor; then the target (v1.29.0 → v1.33.0 gives
+ *   v1.30.<newest>, v1.31.<newest>, v1.32.<newest>, v1.33.0). A patch-only upgrade is just the target.
+ * - `every-patch`: every catalog version above the current version and below the target, then
+ *   the target.
+ * The target does not have to be in the catalog: it is always the last step.
+ *
+ * Workers strategies:
+ * - `minimal` (default): an empty list, Cluster API computes the fewest steps (see
+ *   computeMinimalWorkersPlan).
+ * - `every-minor`: for every minor above the workers' minor up to the target's, the last control
+ *   plane step of that minor (the current control plane version counts as a step), so workers
+ *   follow the control plane minor by minor; with `newest-patch` that is every control plane step.
+ * - an explicit list of versions: workers go through those above the workers' current version,
+ *   then the target. Cluster API only accepts workers versions that are the current control plane
+ *   version or in the control plane plan, so each listed version the control plane has not
+ *   reached yet is pinned into the control plane plan; with `newest-patch` a pinned version
+ *   replaces the newest patch as the control plane step for its minor (v1.29.0 → v1.32.3 with
+ *   workers [v1.30.0, v1.32.3] gives control plane v1.30.0, v1.31.<newest>, v1.32.3). Listed
+ *   versions the control plane is already past are skipped (workers can no longer use them);
+ *   versions above the target are an error.
+ * With `every-minor` and explicit lists, a gap of more than three minors between two workers
+ * steps is bridged with the control plane step three minors on (as Cluster API does).
+ *
+ * Every generated plan is checked with Cluster API's rules (validateUpgradePlan) before it is
+ * returned; requests that cannot be planned return `{ ok: false, message }` and never throw.
+ *
+ * Pure module: no I/O.
+ */
+import { defaultCatalog, catalogVersionsBetween } from './version-catalog.ts';
+import type { VersionCatalog } from './version-catalog.ts';
+import { MAX_WORKER_MINOR_SKEW, validateUpgradePlan } from './upgrade-plan-validator.ts';
+import { VersionError, compareVersions, sortVersions, tryParseVersion } from './versions.ts';
+import type { KubeVersion } from './versions.ts';
+
+export type ControlPlaneStrategy = 'newest-patch' | 'every-patch';
+export type WorkersStrategy = 'minimal' | 'every-minor' | readonly string[];
+
+export const CONTROL_PLANE_STRATEGIES: readonly ControlPlaneStrategy[] = ['newest-patch', 'every-patch'];
+
+export interface PlanRequest {
+  /** `fromControlPlaneKubernetesVersion`, exactly as Cluster API sent it. */
+  readonly fromControlPlane: string;
+  /** `fromWorkersKubernetesVersion`; absent or empty when the cluster has no workers. */
+  readonly fromWorkers?: string | undefined;
+  /** `toKubernetesVersion`. */
+  readonly to: string;
+}
+
+export interface PlanPolicy {
+  readonly controlPlane: ControlPlaneStrategy;
+  readonly workers: WorkersStrategy;
+  readonly catalog: VersionCatalog;
+}
+
+export interface UpgradePlan {
+  readonly controlPlaneUpgrades: string[];
+  readonly workersUpgrades: string[];
+}
+
+export type PlanResult =
+  { readonly ok: true; readonly plan: UpgradePlan } | { readonly ok: false; readonly message: string };
+
+export function defaultPlanPolicy(): PlanPolicy {
+  return { controlPlane: 'newest-patch', workers: 'minimal', catalog: defaultCatalog() };
+}
+
+export type StrategyResult<T> =
+  { readonly ok: true; readonly strategy: T } | { readonly ok: false; readonly message: string };
+
+/** Parses a control plane strategy name (`newest-patch`, `every-patch`); blank means the default. */
+export function parseControlPlaneStrategy(value: string | undefined): StrategyResult<ControlPlaneStrategy> {
+  const v = (value ?? '').trim();
+  if (v === '') {
+    return { ok: true, strategy: 'newest-patch' };
+  }
+  const found = CONTROL_PLANE_STRATEGIES.find((s) => s === v);
+  if (found === undefined) {
+    return {
+      ok: false,
+      message: `invalid control plane upgrade strategy ${JSON.stringify(v)}: expected one of ${CONTROL_PLANE_STRATEGIES.join(', ')}`,
+    };
+  }
+  return { ok: true, strategy: found };
+}
+
+/**
+ * Parses a workers strategy: `minimal`, `every-minor`, or a comma-separated list of versions;
+ * blank means the default (`minimal`).
+ */
+export function parseWorkersStrategy(value: string | undefined): StrategyResult<WorkersStrategy> {
+  const v = (value ?? '').trim();
+  if (v === '' || v === 'minimal') {
+    return { ok: true, strategy: 'minimal' };
+  }
+  if (v === 'every-minor') {
+    return { ok: true, strategy: 'every-minor' };
+  }
+  const entries = v
+    .split(',')
+    .map((e) => e.trim())
+    .filter((e) => e.length > 0);
+  const bad = entries.filter((e) => !tryParseVersion(e).ok).map((e) => JSON.stringify(e));
+  if (bad.length > 0) {
+    return {
+      ok: false,
+      message: `invalid workers upgrade strategy: ${bad.join(', ')} ${bad.length === 1 ? 'is' : 'are'} neither minimal, every-minor nor a Kubernetes version`,
+    };
+  }
+  return { ok: true, strategy: entries };
+}
+
+function fail(message: string): PlanResult {
+  return { ok: false, message };
+}
+
+function dedupeByCanonical(versions: readonly KubeVersion[]): KubeVersion[] {
+  const seen = new Set<string>();
+  return versions.filter((v) => (seen.has(v.canonical) ? false : (seen.add(v.canonical), true)));
+}
+
+function parseAll(list: readonly string[]): KubeVersion[] {
+  const out: KubeVersion[] = [];
+  for (const entry of list) {
+    const parsed = tryParseVersion(entry);
+    if (parsed.ok) {
+      out.push(parsed.version);
+    }
+  }
+  return out;
+}
+
+/** A workers step: the string to put in the plan and its parsed form. */
+interface Step {
+  readonly text: string;
+  readonly version: KubeVersion;
+}
+
+/** Generates the upgrade plan for a GenerateUpgradePlan request. Never throws for bad versions. */
+export function generateUpgradePlan(request: PlanRequest, policy: PlanPolicy = defaultPlanPolicy()): PlanResult {
+  try {
+    return plan(request, policy);
+  } catch (err) {
+    // Only reachable with a hand-built catalog holding invalid entries (createCatalog never makes one).
+    if (err instanceof VersionError) {
+      return fail(`cannot plan an upgrade from ${request.fromControlPlane} to ${request.to}: ${err.message}`);
+    }
+    throw err;
+  }
+}
+
+function plan(request: PlanRequest, policy: PlanPolicy): PlanResult {
+  const hasWorkers = request.fromWorkers !== undefined && request.fromWorkers !== '';
+  const what = `cannot plan an upgrade from ${request.fromControlPlane}${hasWorkers ? ` (workers ${request.fromWorkers})` : ''} to ${request.to}`;
+
+  const toParsed = tryParseVersion(request.to);
+  if (!toParsed.ok) {
+    return fail(`${what}: target: ${toParsed.error.message}`);
+  }
+  const cpParsed = tryParseVersion(request.fromControlPlane);
+  if (!cpParsed.ok) {
+    return fail(`${what}: control plane: ${cpParsed.error.message}`);
+  }
+  const to = toParsed.version;
+  const cp = cpParsed.version;
+  let workers: KubeVersion | undefined;
+  if (hasWorkers) {
+    const w = tryParseVersion(request.fromWorkers ?? '');
+    if (!w.ok) {
+      return fail(`${what}: workers: ${w.error.message}`);
+    }
+    workers = w.version;
+  }
+
+  if (cp.major !== to.major) {
+    return fail(`${what}: changing the major version is not supported`);
+  }
+  if (compareVersions(to, cp) === -1) {
+    return fail(`${what}: downgrading the control plane is not supported`);
+  }
+  if (workers !== undefined) {
+    if (workers.major !== to.major) {
+      return fail(`${what}: changing the major version of the workers is not supported`);
+    }
+    if (compareVersions(to, workers) === -1) {
+      return fail(`${what}: the target is below the workers version ${request.fromWorkers}`);
+    }
+  }
+  const workersToUpgrade = workers !== undefined && compareVersions(workers, to) !== 0 ? workers : undefined;
+
+  // Explicit workers versions: parse, order, and keep those still ahead of the workers.
+  let explicit: KubeVersion[] = [];
+  if (typeof policy.workers !== 'string' && workersToUpgrade !== undefined) {
+    const bad = policy.workers.filter((e) => !tryParseVersion(e).ok).map((e) => JSON.stringify(e));
+    if (bad.length > 0) {
+      return fail(`${what}: invalid workers versions ${bad.join(', ')}`);
+    }
+    const parsed = sortVersions(dedupeByCanonical(parseAll(policy.workers)));
+    const beyond = parsed.filter((v) => {
+      const c = compareVersions(v, to);
+      return c === 1 || c === 2;
+    });
+    if (beyond.length > 0) {
+      return fail(
+        `${what}: workers versions ${beyond.map((v) => v.canonical).join(', ')} ${beyond.length === 1 ? 'is' : 'are'} not below the target`,
+      );
+    }
+    explicit = parsed.filter((v) => {
+      const c = compareVersions(v, workersToUpgrade);
+      return c === 1 || c === 2;
+    });
+  }
+  // Explicit versions the control plane still has to reach (and not the target): pinned into its plan.
+  const pins = explicit.filter((v) => {
+    const c = compareVersions(v, cp);
+    return (c === 1 || c === 2) && compareVersions(v, to) === -1;
+  });
+
+  // Control plane plan.
+  const controlPlaneUpgrades: string[] = [];
+  if (compareVersions(cp, to) !== 0) {
+    const between = parseAll(catalogVersionsBetween(policy.catalog, cp, to));
+    let chosen: KubeVersion[];
+    if (policy.controlPlane === 'every-patch') {
+      chosen = [...between, ...pins];
+    } else {
+      chosen = [...pins];
+      for (let minor = cp.minor + 1; minor < to.minor; minor++) {
+        if (pins.some((p) => p.minor === minor)) {
+          continue;
+        }
+        const ofMinor = between.filter((v) => v.minor === minor);
+        const newest = ofMinor[ofMinor.length - 1];
+        if (newest !== undefined) {
+          chosen.push(newest);
+        }
+      }
+    }
+    const steps = sortVersions(dedupeByCanonical(chosen));
+    for (let minor = cp.minor + 1; minor < to.minor; minor++) {
+      if (!steps.some((v) => v.minor === minor)) {
+        return fail(
+          `${what}: no Kubernetes version known for minor v${to.major}.${minor} (${policy.catalog.source} catalog); every minor must be a step`,
+        );
+      }
+    }
+    controlPlaneUpgrades.push(...steps.map((v) => v.canonical), to.canonical);
+  }
+
+  // Workers plan.
+  let workersUpgrades: string[] = [];
+  if (workersToUpgrade !== undefined && policy.workers !== 'minimal') {
+    // Steps workers may use: the current control plane version (if ahead of the workers) and the control plane plan.
+    const available: Step[] = [];
+    const aheadOfWorkers = (v: KubeVersion): boolean => {
+      const c = compareVersions(v, workersToUpgrade);
+      return c === 1 || c === 2;
+    };
+    if (aheadOfWorkers(cp)) {
+      available.push({ text: request.fromControlPlane, version: cp });
+    }
+    for (const v of controlPlaneUpgrades) {
+      const parsed = tryParseVersion(v);
+      if (parsed.ok && aheadOfWorkers(parsed.version)) {
+        available.push({ text: v, version: parsed.version });
+      }
+    }
+    const last = available[available.length - 1];
+    if (last === undefined) {
+      return fail(`${what}: no version available for the workers at ${request.fromWorkers}`);
+    }
+
+    let steps: Step[];
+    if (policy.workers === 'every-minor') {
+      steps = [];
+      for (let minor = workersToUpgrade.minor + 1; minor <= to.minor; minor++) {
+        const ofMinor = available.filter((s) => s.version.minor === minor);
+        const newest = ofMinor[ofMinor.length - 1];
+        if (newest !== undefined) {
+          steps.push(newest);
+        }
+      }
+    } else {
+      steps = [];
+      for (const v of explicit) {
+        const step = available.find((s) => s.version.canonical === v.canonical);
+        if (step !== undefined) {
+          steps.push(step);
+        }
+      }
+    }
+    const end = steps[steps.length - 1];
+    if (end === undefined || compareVersions(end.version, to) !== 0) {
+      steps.push(last);
+    }
+    workersUpgrades = bridgeSkew(workersToUpgrade, steps, available).map((s) => s.text);
+  }
+
+  const errors = validateUpgradePlan({
+    fromControlPlane: request.fromControlPlane,
+    fromWorkers: request.fromWorkers,
+    to: request.to,
+    controlPlaneUpgrades,
+    workersUpgrades,
+  });
+  if (errors.length > 0) {
+    return fail(`${what}: ${errors.join('; ')}`);
+  }
+  return { ok: true, plan: { controlPlaneUpgrades, workersUpgrades } };
+}
+
+/**
+ * Inserts a step wherever workers would move more than MAX_WORKER_MINOR_SKEW minors: the last
+ * available step of the minor three above the current one. Leaves a gap it cannot bridge (the
+ * validation then reports it).
+ */
+function bridgeSkew(from: KubeVersion, steps: readonly Step[], available: readonly Step[]): Step[] {
+  const out: Step[] = [];
+  let current = from;
+  for (const step of steps) {
+    while (step.version.minor - current.minor > MAX_WORKER_MINOR_SKEW) {
+      const minor = current.minor + MAX_WORKER_MINOR_SKEW;
+      const ofMinor = available.filter((s) => s.version.minor === minor && compareVersions(s.version, current) === 1);
+      const bridge = ofMinor[ofMinor.length - 1];
+      if (bridge === undefined) {
+        break;
+      }
+      out.push(bridge);
+      current = bridge.version;
+    }
+    out.push(step);
+    current = step.version;
+  }
+  return out;
+}
