@@ -9,8 +9,7 @@ import { HookRegistry } from '../../src/api/registry.ts';
 import { startHookServer, type HookServer } from '../../src/api/server.ts';
 import { nonBlockingLifecycleHandlers, type LifecycleHandlers } from '../../src/api/routes/lifecycle.ts';
 import { noInPlaceHandlers, type InPlaceHandlers } from '../../src/api/routes/in-place.ts';
-import type { UpgradePlanHandlers } from '../../src/api/routes/upgrade-plan.ts';
-import { HookFailure } from '../../src/api/errors.ts';
+import { upgradePlanHandlers, type UpgradePlanHandlers } from '../../src/api/routes/upgrade-plan.ts';
 import { testPki } from './pki.ts';
 
 export interface TestHookServer {
@@ -33,12 +32,6 @@ export interface TestHookServerOptions {
   upgradePlan?: Partial<UpgradePlanHandlers>;
   inPlace?: Partial<InPlaceHandlers>;
 }
-
-export const unplannedUpgradePlanHandlers: UpgradePlanHandlers = {
-  GenerateUpgradePlan: async () => {
-    throw new HookFailure('upgrade planning is not configured');
-  },
-};
 
 export async function startTestHookServer(options: TestHookServerOptions = {}): Promise<TestHookServer> {
   const dir = mkdtempSync(join(tmpdir(), 'capi-uo-hooks-'));
@@ -71,7 +64,7 @@ export async function startTestHookServer(options: TestHookServerOptions = {}): 
     app: {
       registry: new HookRegistry(config.handlers),
       lifecycle: { ...nonBlockingLifecycleHandlers, ...options.lifecycle },
-      upgradePlan: { ...unplannedUpgradePlanHandlers, ...options.upgradePlan },
+      upgradePlan: { ...upgradePlanHandlers, ...options.upgradePlan },
       inPlace: { ...noInPlaceHandlers, ...options.inPlace },
     },
   });
