@@ -16,13 +16,16 @@ help:
 	@echo "make bench      hook server latency/throughput benchmark"
 
 dev:
-	@source scripts/env.sh && npm run --silent build && exec node dist/local/dev.js
+	@source scripts/env.sh && exec node --disable-warning=ExperimentalWarning src/local/dev.ts
 
 test:
 	@source scripts/env.sh --testbed && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
 
 test-unit:
 	@source scripts/env.sh && $(JEST) --ci --selectProjects unit
+
+test-e2e:
+	@source scripts/env.sh && $(JEST) --ci --selectProjects e2e
 
 test-workflow:
 	@source scripts/env.sh && $(JEST) --ci --selectProjects workflow
@@ -34,7 +37,7 @@ build:
 	@source scripts/env.sh && npm run --silent build
 
 bench:
-	@source scripts/env.sh && npm run --silent build && node dist/bench/hooks.js
+	@source scripts/env.sh && node --disable-warning=ExperimentalWarning bench/hooks.ts
 
 clean:
 	rm -rf dist coverage .data

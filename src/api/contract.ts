@@ -261,24 +261,24 @@ export const hookNames = Object.keys(hookCatalog) as HookName[];
 type Catalog = typeof hookCatalog;
 type RetryFields<H extends HookName> = Catalog[H]['shape'] extends 'retry' ? { retryAfterSeconds: number } : object;
 
-export function requestSchema<H extends HookName>(name: H) {
+function requestObject<N extends HookName, R extends Record<string, TSchema>>(name: N, fields: R) {
   return Type.Object(
     {
       apiVersion: Type.Literal(HOOKS_API_VERSION),
-      kind: Type.Literal(`${name}Request`),
+      kind: Type.Literal(`${name}Request` as `${N}Request`),
       settings: Type.Optional(Type.Record(Type.String(), Type.String())),
-      ...hookCatalog[name].request,
+      ...fields,
     },
     open,
   );
 }
 
-export function responseSchema<H extends HookName>(name: H) {
+function responseObject<N extends HookName>(name: N) {
   const def = hookCatalog[name] as HookSpec<Record<string, TSchema>, Record<string, TSchema>>;
   return Type.Object(
     {
       apiVersion: Type.Literal(HOOKS_API_VERSION),
-      kind: Type.Literal(`${name}Response`),
+      kind: Type.Literal(`${name}Response` as `${N}Response`),
       status: StatusSchema,
       message: Type.Optional(Type.String()),
       ...(def.shape === 'retry' ? { retryAfterSeconds: Type.Integer({ minimum: 0 }) } : {}),
@@ -288,7 +288,23 @@ export function responseSchema<H extends HookName>(name: H) {
   );
 }
 
-export type HookRequest<H extends HookName> = Static<ReturnType<typeof requestSchema<H>>>;
+type RequestSchemas = { [H in HookName]: ReturnType<typeof requestObject<H, Catalog[H]['request']>> };
+
+/** The request schema of every hook, keyed by hook name (validation and types). */
+export const requestSchemas = Object.fromEntries(
+  hookNames.map((h) => [h, requestObject(h, hookCatalog[h].request)]),
+) as unknown as RequestSchemas;
+
+export function requestSchema<H extends HookName>(name: H): RequestSchemas[H] {
+  return requestSchemas[name];
+}
+
+/** The response schema of a hook (used by tests to check what we send). */
+export function responseSchema<H extends HookName>(name: H) {
+  return responseObject(name);
+}
+
+export type HookRequest<H extends HookName> = Static<RequestSchemas[H]>;
 
 /** What a hook's own code returns; the generic layer adds apiVersion and kind. */
 export type HookResult<H extends HookName> = { status: HookStatus; message?: string } & RetryFields<H> & {

@@ -104,7 +104,7 @@ export function registerHook<H extends HookName>(
       const ctx: HookContext = {
         hook,
         handler,
-        settings: body.settings ?? {},
+        settings: (body as { settings?: Record<string, string> }).settings ?? {},
         signal: controller.signal,
         deadline: Date.now() + budget,
         log: request.log,

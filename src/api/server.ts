@@ -2,7 +2,7 @@
 // rotation), optional mutual TLS, or plain HTTP behind an explicit dev flag.
 import { randomUUID } from 'node:crypto';
 import type { Server as HttpsServer } from 'node:https';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { ServerConfig } from '../config.ts';
 import hookApp, { type HookAppOptions } from './app.ts';
 import { readTlsMaterial, watchCertificates, type CertificateReloader } from './tls.ts';
@@ -30,9 +30,9 @@ export async function startHookServer(opts: StartHookServerOptions): Promise<Hoo
   };
   const common = {
     logger: { level: opts.logLevel ?? 'info', redact: ['req.headers.authorization'] },
-    disableRequestLogging: true,
+    // The hook layer logs one line per call with what matters; no per-request noise.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     bodyLimit: server.bodyLimitBytes,
-    requestIdLogLabel: 'requestId',
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && given.length <= 128 ? given : randomUUID();

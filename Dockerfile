@@ -1,0 +1,26 @@
+# syntax=docker/dockerfile:1
+# Build: compile TypeScript and prebuild the workflow bundle, then keep only
+# production dependencies. Runtime: Node 24 slim (glibc, which Temporal's
+# native core needs), non-root, no build tools.
+FROM node:24-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+COPY scripts/bundle-workflows.ts ./scripts/
+RUN npm run build \
+ && node scripts/bundle-workflows.ts dist/workflow-bundle.js \
+ && npm prune --omit=dev
+
+FROM node:24-bookworm-slim AS runtime
+ENV NODE_ENV=production \
+    WORKFLOW_BUNDLE_PATH=/app/dist/workflow-bundle.js \
+    HOOK_SERVER_PORT=9443
+WORKDIR /app
+COPY --from=build --chown=root:root /app/package.json ./
+COPY --from=build --chown=root:root /app/node_modules ./node_modules
+COPY --from=build --chown=root:root /app/dist ./dist
+USER node
+EXPOSE 9443
+ENTRYPOINT ["node", "dist/main.js"]

@@ -1,0 +1,93 @@
+// Process entry point. ROLE=api serves the hooks, ROLE=worker runs the
+// Temporal worker, ROLE=all (the default) both. SIGTERM/SIGINT drain both.
+import type { Worker } from '@temporalio/worker';
+import { HookRegistry } from './api/registry.ts';
+import { noInPlaceHandlers } from './api/routes/in-place.ts';
+import { nonBlockingLifecycleHandlers } from './api/routes/lifecycle.ts';
+import { upgradePlanHandlers } from './api/routes/upgrade-plan.ts';
+import { startHookServer, type HookServer } from './api/server.ts';
+import { ConfigError, parseConfig, type AppConfig } from './config.ts';
+import { createWorker } from './worker.ts';
+
+export interface Running {
+  hookServer?: HookServer;
+  worker?: Worker;
+  stop(): Promise<void>;
+}
+
+export async function run(config: AppConfig): Promise<Running> {
+  let hookServer: HookServer | undefined;
+  let worker: Worker | undefined;
+  let workerDone: Promise<void> | undefined;
+  if (config.role === 'api' || config.role === 'all') {
+    hookServer = await startHookServer({
+      server: config.server,
+      logLevel: config.logLevel,
+      app: {
+        registry: new HookRegistry(config.handlers),
+        lifecycle: nonBlockingLifecycleHandlers,
+        upgradePlan: upgradePlanHandlers,
+        inPlace: noInPlaceHandlers,
+      },
+    });
+  }
+  if (config.role === 'worker' || config.role === 'all') {
+    worker = await createWorker({
+      ...config.temporal,
+      ...(config.workflowBundlePath ? { workflowBundlePath: config.workflowBundlePath } : {}),
+    });
+    workerDone = worker.run();
+  }
+  return {
+    ...(hookServer ? { hookServer } : {}),
+    ...(worker ? { worker } : {}),
+    async stop() {
+      // Stop taking hook calls first, then let running activities finish.
+      await hookServer?.close();
+      if (worker && worker.getState() === 'RUNNING') worker.shutdown();
+      await workerDone;
+    },
+  };
+}
+
+export function stopOnSignals(stop: () => Promise<void>): void {
+  let stopping = false;
+  const handler = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      process.exit(130);
+    }
+    stopping = true;
+    console.error(`${signal} received: shutting down (again to force)`);
+    stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        console.error(err);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', handler);
+  process.on('SIGTERM', handler);
+}
+
+async function main(): Promise<void> {
+  let config: AppConfig;
+  try {
+    config = parseConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const running = await run(config);
+  stopOnSignals(() => running.stop());
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

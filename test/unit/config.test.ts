@@ -1,0 +1,72 @@
+import { describe, expect, it } from '@jest/globals';
+import { ConfigError, parseConfig } from '../../src/config.ts';
+import { parseGoDuration, hookBudgetMs } from '../../src/api/deadline.ts';
+
+describe('parseConfig', () => {
+  it("has defaults that match CAPI's own extensions", () => {
+    const c = parseConfig({});
+    expect(c.server).toMatchObject({
+      host: '0.0.0.0',
+      port: 9443,
+      certFile: '/tmp/k8s-webhook-server/serving-certs/tls.crt',
+      keyFile: '/tmp/k8s-webhook-server/serving-certs/tls.key',
+      insecureHttp: false,
+      bodyLimitBytes: 10 * 1024 * 1024,
+    });
+    expect(c.server.clientCaFile).toBeUndefined();
+    expect(c.handlers).toHaveLength(13);
+    expect(c.handlers.every((h) => h.enabled && h.timeoutSeconds === 10)).toBe(true);
+  });
+
+  it('reports every bad variable at once, by name', () => {
+    let error: unknown;
+    try {
+      parseConfig({
+        HOOK_SERVER_PORT: 'eighty',
+        HOOK_BEFORE_CLUSTER_UPGRADE_TIMEOUT_SECONDS: '31',
+        HOOK_UPDATE_MACHINE_FAILURE_POLICY: 'Maybe',
+        HOOKS_DISABLED: 'BeforeLunch',
+        HOOK_CAN_UPDATE_MACHINE_NAME: 'Not_A_Label',
+        ROLE: 'both',
+      });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const problems = (error as ConfigError).problems.join('\n');
+    for (const name of [
+      'HOOK_SERVER_PORT',
+      'HOOK_BEFORE_CLUSTER_UPGRADE_TIMEOUT_SECONDS',
+      'HOOK_UPDATE_MACHINE_FAILURE_POLICY',
+      'HOOKS_DISABLED',
+      'HOOK_CAN_UPDATE_MACHINE_NAME',
+      'ROLE',
+    ]) {
+      expect(problems).toContain(name);
+    }
+  });
+
+  it('refuses two handlers with the same name', () => {
+    expect(() => parseConfig({ HOOK_BEFORE_CLUSTER_CREATE_NAME: 'before-cluster-delete' })).toThrow(/used by both/);
+  });
+});
+
+describe('Go durations in ?timeout=', () => {
+  it.each([
+    ['10s', 10_000],
+    ['1m30s', 90_000],
+    ['500ms', 500],
+    ['1.5s', 1500],
+    ['0', 0],
+  ])('parses %s', (text, ms) => expect(parseGoDuration(text)).toBe(ms));
+
+  it.each(['', '10', 'ten', '10 s', '5x', '-1s'])('rejects %j', (text) =>
+    expect(parseGoDuration(text)).toBeUndefined(),
+  );
+
+  it('leaves a margin inside the caller timeout', () => {
+    expect(hookBudgetMs(10_000)).toBe(8000);
+    expect(hookBudgetMs(30_000)).toBe(28_000);
+    expect(hookBudgetMs(1000)).toBe(750);
+  });
+});

@@ -1,0 +1,53 @@
+// docker-compose.yml and the Dockerfile cannot run here (no Docker engine);
+// keep them valid and consistent with the code.
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from '@jest/globals';
+import { parse } from 'yaml';
+import { parseConfig } from '../../src/config.ts';
+
+interface ComposeService {
+  image?: string;
+  build?: { context: string; dockerfile: string };
+  environment?: Record<string, string>;
+  ports?: string[];
+  depends_on?: Record<string, unknown> | string[];
+}
+
+const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as { services: Record<string, ComposeService> };
+const dockerfile = readFileSync('Dockerfile', 'utf8');
+
+describe('docker-compose.yml', () => {
+  it('runs Temporal on PostgreSQL, the Web UI and this service', () => {
+    expect(Object.keys(compose.services).sort()).toEqual(['orchestrator', 'postgresql', 'temporal', 'temporal-ui']);
+    expect(compose.services.temporal?.environment?.DB).toBe('postgres12');
+    expect(compose.services['temporal-ui']?.ports).toContain('8233:8080');
+    expect(compose.services.orchestrator?.build).toEqual({ context: '.', dockerfile: 'Dockerfile' });
+    expect(compose.services.orchestrator?.ports).toContain('9443:9443');
+  });
+
+  it("gives the service an environment the service's own config parser accepts", () => {
+    const env = compose.services.orchestrator?.environment ?? {};
+    const config = parseConfig(env);
+    expect(config.temporal.address).toBe('temporal:7233');
+    expect(config.server.host).toBe('0.0.0.0');
+    expect(config.server.certFile).toBe('/tmp/k8s-webhook-server/serving-certs/tls.crt');
+  });
+
+  it('only depends on services it defines', () => {
+    for (const service of Object.values(compose.services)) {
+      const deps = Array.isArray(service.depends_on) ? service.depends_on : Object.keys(service.depends_on ?? {});
+      for (const dep of deps) expect(Object.keys(compose.services)).toContain(dep);
+    }
+  });
+});
+
+describe('Dockerfile', () => {
+  it('is multi-stage, runs as a non-root user and starts from the prebuilt bundle', () => {
+    expect(dockerfile.match(/^FROM /gm)?.length).toBeGreaterThanOrEqual(2);
+    expect(dockerfile).toMatch(/^USER node$/m);
+    expect(dockerfile).toMatch(/WORKFLOW_BUNDLE_PATH=\/app\/dist\/workflow-bundle\.js/);
+    expect(dockerfile).toMatch(/FROM node:24/);
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { engines: { node: string } };
+    expect(pkg.engines.node).toBe('>=24');
+  });
+});
