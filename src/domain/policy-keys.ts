@@ -20,6 +20,14 @@ export const policyKeys = {
   kubernetesVersions: key('kubernetesVersions', 'kubernetes-versions'),
   controlPlaneStrategy: key('controlPlaneUpgradeStrategy', 'control-plane-upgrade-strategy'),
   workersStrategy: key('workersUpgradeStrategy', 'workers-upgrade-strategy'),
+  upgradeAt: key('upgradeAt', 'upgrade-at'),
+  maintenanceWindow: key('maintenanceWindow', 'maintenance-window'),
+  commenceWithin: key('commenceWithin', 'commence-within'),
+  capacityReservation: key('capacityReservation', 'capacity-reservation'),
+  pdbForceDrainTimeout: key('pdbForceDrainTimeout', 'pdb-force-drain-timeout'),
+  criticalNamespaces: key('criticalNamespaces', 'critical-namespaces'),
+  blockingPdbPolicy: key('blockingPdbPolicy', 'blocking-pdb-policy'),
+  healthCheckTimeout: key('healthCheckTimeout', 'health-check-timeout'),
 } as const;
 
 export interface PolicySources {

@@ -1,2 +1,4 @@
 // The workflow bundle's entry point: every workflow type the worker serves.
 export { heartbeatProbeWorkflow } from './heartbeat-probe.ts';
+export { clusterUpgradeWorkflow } from './cluster-upgrade.ts';
+export { clusterEventWorkflow } from './cluster-event.ts';

@@ -1,0 +1,38 @@
+// The contract between the cluster upgrade workflow and its activities
+// (implemented in upgrade.ts against the management and workload clusters).
+import type { ClusterRef, ReservedCapacity } from '../workflows/messages.ts';
+
+export type HealthScope = 'pre' | 'control-plane' | 'workers' | 'post';
+
+export interface HealthCheckInput {
+  cluster: ClusterRef;
+  scope: HealthScope;
+  /** Kubelet version the nodes in scope must report (post-step checks). */
+  version?: string;
+  criticalNamespaces: string[];
+  blockingPdbPolicy: 'fail' | 'warn';
+}
+
+export interface HealthReport {
+  healthy: boolean;
+  /** Deterministic one-line summary for the given cluster state (it reaches CAPI conditions). */
+  summary: string;
+  /** What is wrong, one line each, sorted. */
+  findings: string[];
+  /** What is worth knowing but does not fail the check, sorted. */
+  warnings: string[];
+}
+
+export interface CapacityInput {
+  cluster: ClusterRef;
+  /** Extra machines per MachineDeployment. */
+  count: number;
+}
+
+export interface UpgradeActivities {
+  checkClusterHealth(input: HealthCheckInput): Promise<HealthReport>;
+  /** Scales every MachineDeployment of the cluster up by `count`, recording what it did on the object (idempotent). */
+  reserveCapacity(input: CapacityInput): Promise<ReservedCapacity[]>;
+  /** Undoes reserveCapacity from what it recorded (idempotent; a no-op when nothing is reserved). */
+  releaseCapacity(input: { cluster: ClusterRef }): Promise<ReservedCapacity[]>;
+}

@@ -1,0 +1,109 @@
+// Upgrade policy for one cluster: built-in defaults ← ExtensionConfig
+// settings ← Cluster annotations. Plain JSON (it travels into workflows).
+// A bad value is an error naming the annotation or setting and the value.
+import { parseGoDuration } from './durations.ts';
+import { parseMaintenanceWindow } from './maintenance-window.ts';
+import { lookupPolicy, policyKeys, type PolicyKey, type PolicySources } from './policy-keys.ts';
+
+export interface UpgradePolicy {
+  /** The upgrade may not start before this instant (epoch ms). */
+  upgradeAtMs?: number;
+  /** Recurring window (`Sat,Sun 02:00 4h`, UTC) outside of which no new step starts. */
+  maintenanceWindow?: string;
+  /** Fail instead of starting later than this after upgradeAt (or after the first hook). */
+  commenceWithinMs?: number;
+  /** Extra machines per MachineDeployment while workers upgrade; 0 = off. */
+  capacityReservation: number;
+  /** After this long, drains delete PDB-blocked pods instead of evicting them; unset = never. */
+  pdbForceDrainTimeoutMs?: number;
+  /** Namespaces whose pods must be running for a health check to pass. */
+  criticalNamespaces: string[];
+  /** Whether a PDB that allows no disruption fails the pre-upgrade check or only warns. */
+  blockingPdbPolicy: 'fail' | 'warn';
+  /** How long post-step health checks wait for nodes to report Ready at the new version. */
+  healthCheckTimeoutMs: number;
+}
+
+export const DEFAULT_UPGRADE_POLICY: UpgradePolicy = {
+  capacityReservation: 0,
+  criticalNamespaces: ['kube-system'],
+  blockingPdbPolicy: 'warn',
+  healthCheckTimeoutMs: 30 * 60_000,
+};
+
+export type UpgradePolicyResult = { ok: true; policy: UpgradePolicy } | { ok: false; message: string };
+
+class PolicyError extends Error {}
+
+interface Problem {
+  problem: string;
+}
+const problem = (text: string): Problem => ({ problem: text });
+const isProblem = (v: unknown): v is Problem => typeof v === 'object' && v !== null && 'problem' in v;
+
+export function resolveUpgradePolicy(sources: PolicySources): UpgradePolicyResult {
+  const policy: UpgradePolicy = {
+    ...DEFAULT_UPGRADE_POLICY,
+    criticalNamespaces: [...DEFAULT_UPGRADE_POLICY.criticalNamespaces],
+  };
+  const read = <T>(k: PolicyKey, parse: (value: string) => T | Problem): T | undefined => {
+    const found = lookupPolicy(sources, k);
+    if (!found) return undefined;
+    const parsed = parse(found.value.trim());
+    if (isProblem(parsed)) throw new PolicyError(`${found.name}=${JSON.stringify(found.value)}: ${parsed.problem}`);
+    return parsed;
+  };
+  const duration = (allowZero: boolean) => (v: string) => {
+    const ms = parseGoDuration(v);
+    if (ms === undefined) return problem('not a duration (use e.g. 30m, 2h, 1h30m)');
+    if (!allowZero && ms === 0) return problem('must be greater than zero');
+    return ms;
+  };
+  try {
+    const upgradeAt = read(policyKeys.upgradeAt, (v) => {
+      // RFC 3339 with an explicit zone: a bare local time would depend on the server's zone.
+      if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i.test(v))
+        return problem('not an RFC 3339 time such as 2026-12-01T02:00:00Z');
+      const ms = Date.parse(v);
+      return Number.isNaN(ms) ? problem('not a valid date') : ms;
+    });
+    if (upgradeAt !== undefined) policy.upgradeAtMs = upgradeAt;
+    const window = read(policyKeys.maintenanceWindow, (v) => {
+      const w = parseMaintenanceWindow(v);
+      return w.ok ? w.window.text : problem(w.reason);
+    });
+    if (window !== undefined) policy.maintenanceWindow = window;
+    const commence = read(policyKeys.commenceWithin, duration(false));
+    if (commence !== undefined) policy.commenceWithinMs = commence;
+    const reserve = read(policyKeys.capacityReservation, (v) => {
+      if (/^(true|yes)$/i.test(v)) return 1;
+      if (/^(false|no)$/i.test(v)) return 0;
+      const n = Number(v);
+      return Number.isInteger(n) && n >= 0 && n <= 100
+        ? n
+        : problem('expected true, false or a machine count from 0 to 100');
+    });
+    if (reserve !== undefined) policy.capacityReservation = reserve;
+    const pdb = read(policyKeys.pdbForceDrainTimeout, duration(true));
+    if (pdb !== undefined) policy.pdbForceDrainTimeoutMs = pdb;
+    const namespaces = read(policyKeys.criticalNamespaces, (v) => {
+      const list = v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
+      const bad = list.find((n) => !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(n));
+      return bad === undefined ? list : problem(`${JSON.stringify(bad)} is not a namespace name`);
+    });
+    if (namespaces !== undefined) policy.criticalNamespaces = namespaces;
+    const pdbPolicy = read(policyKeys.blockingPdbPolicy, (v) =>
+      v === 'fail' || v === 'warn' ? v : problem('expected fail or warn'),
+    );
+    if (pdbPolicy !== undefined) policy.blockingPdbPolicy = pdbPolicy;
+    const hc = read(policyKeys.healthCheckTimeout, duration(false));
+    if (hc !== undefined) policy.healthCheckTimeoutMs = hc;
+  } catch (err) {
+    if (err instanceof PolicyError) return { ok: false, message: err.message };
+    throw err;
+  }
+  return { ok: true, policy };
+}

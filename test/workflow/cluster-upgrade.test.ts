@@ -1,0 +1,156 @@
+// Cluster upgrades driven by HTTPS hook calls in CAPI's order, on the real
+// dev server with a real worker; activities stubbed.
+import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
+import { clusterUpgradeWorkflowId, type ClusterUpgradeStatus } from '../../src/workflows/messages.ts';
+import { startUpgradeHarness, steps, type UpgradeHarness } from '../support/upgrade-harness.ts';
+
+const FROM = 'v1.30.5';
+const TARGET = 'v1.33.0';
+const CP_PLAN = ['v1.31.14', 'v1.32.13', 'v1.33.0'];
+
+const beforeClusterUpgrade = (to = TARGET) => ({
+  fromKubernetesVersion: FROM,
+  toKubernetesVersion: to,
+  controlPlaneUpgrades: steps(...CP_PLAN),
+  workersUpgrades: steps(TARGET),
+});
+
+/** Drives a whole chained upgrade the way CAPI's topology controller sequences its hook calls. */
+export async function driveChainedUpgrade(h: UpgradeHarness, annotations: Record<string, string> = {}): Promise<void> {
+  const opts = { annotations };
+  expect(await h.pollUntilDone('BeforeClusterUpgrade', beforeClusterUpgrade(), opts)).toMatchObject({
+    status: 'Success',
+    retryAfterSeconds: 0,
+  });
+  let current = FROM;
+  for (let i = 0; i < CP_PLAN.length; i++) {
+    const next = CP_PLAN[i] as string;
+    const remaining = steps(...CP_PLAN.slice(i));
+    expect(
+      await h.pollUntilDone(
+        'BeforeControlPlaneUpgrade',
+        {
+          fromKubernetesVersion: current,
+          toKubernetesVersion: next,
+          controlPlaneUpgrades: remaining,
+          workersUpgrades: steps(TARGET),
+        },
+        opts,
+      ),
+    ).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect(
+      await h.pollUntilDone(
+        'AfterControlPlaneUpgrade',
+        {
+          kubernetesVersion: next,
+          controlPlaneUpgrades: steps(...CP_PLAN.slice(i + 1)),
+          workersUpgrades: steps(TARGET),
+        },
+        opts,
+      ),
+    ).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    current = next;
+  }
+  expect(
+    await h.pollUntilDone(
+      'BeforeWorkersUpgrade',
+      { fromKubernetesVersion: FROM, toKubernetesVersion: TARGET, workersUpgrades: steps(TARGET) },
+      opts,
+    ),
+  ).toMatchObject({
+    status: 'Success',
+    retryAfterSeconds: 0,
+  });
+  expect(await h.pollUntilDone('AfterWorkersUpgrade', { kubernetesVersion: TARGET }, opts)).toMatchObject({
+    status: 'Success',
+    retryAfterSeconds: 0,
+  });
+  expect(await h.pollUntilDone('AfterClusterUpgrade', { kubernetesVersion: TARGET }, opts)).toMatchObject({
+    status: 'Success',
+    retryAfterSeconds: 0,
+  });
+}
+
+describe('cluster upgrade workflow through the hooks', () => {
+  let h: UpgradeHarness;
+  beforeEach(async () => {
+    h = await startUpgradeHarness();
+    await h.startWorker();
+  });
+  afterEach(async () => h.close());
+
+  const handle = () => h.client.workflow.getHandle(clusterUpgradeWorkflowId(h.ref));
+
+  it('runs a chained upgrade v1.30 → v1.33 with capacity reservation, in CAPI order', async () => {
+    await driveChainedUpgrade(h, { 'upgrades.capi-orchestrator.io/capacity-reservation': '1' });
+    const result = (await handle().result()) as ClusterUpgradeStatus;
+    expect(result.phase).toBe('Upgraded');
+    expect(result.history.map((e) => [e.version, e.phase])).toEqual(CP_PLAN.map((v) => [v, 'Upgraded']));
+    const condition = (type: string) => result.conditions.find((c) => c.type === type);
+    expect(condition('Scheduled')?.status).toBe('True');
+    expect(condition('PreHealthCheck')?.status).toBe('True');
+    expect(condition('ScaleUpExtraNodes')).toMatchObject({ status: 'True', message: 'reserved md-0 2→3' });
+    expect(condition('RemoveExtraNodes')).toMatchObject({ status: 'True', message: 'released md-0 3→2' });
+    expect(condition('PostHealthCheck')?.status).toBe('True');
+    const v33 = result.history.find((e) => e.version === 'v1.33.0');
+    expect(v33?.conditions.map((c) => [c.type, c.status])).toEqual([
+      ['ControlPlaneUpgraded', 'True'],
+      ['WorkersUpgraded', 'True'],
+    ]);
+    expect(h.activities.calls.reserve).toBe(1);
+    expect(h.activities.calls.release).toBe(1);
+    expect(h.activities.calls.health.map((c) => `${c.scope}@${c.version ?? '-'}`)).toEqual([
+      'pre@-',
+      'control-plane@v1.31.14',
+      'control-plane@v1.32.13',
+      'control-plane@v1.33.0',
+      'workers@v1.33.0',
+      'post@v1.33.0',
+    ]);
+    // Once done, CAPI's later calls still read "done" from the closed workflow.
+    expect(await h.call('AfterClusterUpgrade', { kubernetesVersion: TARGET })).toMatchObject({
+      status: 'Success',
+      retryAfterSeconds: 0,
+    });
+    const desc = await handle().describe();
+    expect(desc.searchAttributes).toMatchObject({
+      CapiUpgradePhase: ['Upgraded'],
+      CapiClusterName: ['prod-1'],
+      CapiTargetVersion: [TARGET],
+    });
+  });
+
+  it('answers 100 repeated polls without adding a single history event', async () => {
+    expect(await h.pollUntilDone('BeforeClusterUpgrade', beforeClusterUpgrade())).toMatchObject({
+      retryAfterSeconds: 0,
+    });
+    const before = (await handle().fetchHistory()).events?.length;
+    for (let i = 0; i < 100; i++) {
+      expect(await h.call('BeforeClusterUpgrade', beforeClusterUpgrade())).toMatchObject({
+        status: 'Success',
+        retryAfterSeconds: 0,
+      });
+    }
+    const after = (await handle().fetchHistory()).events?.length;
+    expect(after).toBe(before);
+  });
+
+  it('holds a blocked gate with a stable message that names the step', async () => {
+    const at = new Date(Date.now() + 3_000).toISOString().replace(/\.\d+Z$/, 'Z');
+    const annotations = { 'upgrades.capi-orchestrator.io/upgrade-at': at };
+    let first = await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations });
+    for (let i = 0; i < 20 && first.message?.includes('queued'); i++)
+      first = await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations });
+    const second = await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations });
+    expect(first).toMatchObject({
+      status: 'Success',
+      message: `BeforeClusterUpgrade ${TARGET}: waiting for upgradeAt ${new Date(at).toISOString()}`,
+    });
+    expect(first.retryAfterSeconds).toBeGreaterThan(0);
+    expect(second).toEqual(first);
+    expect(await h.pollUntilDone('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations })).toMatchObject({
+      status: 'Success',
+      retryAfterSeconds: 0,
+    });
+  });
+});
