@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# Ensures the Kubernetes test-bed binaries exist in the tool cache, building
+# them from the Go module proxy when missing, and prints their locations.
+#
+#   scripts/tools-k8s.sh                 # ensure, print `export VAR='path'` lines on stdout
+#   scripts/tools-k8s.sh --env-file F    # ensure, also write the export lines to F
+#   eval "$(scripts/tools-k8s.sh)"       # typical use
+#
+# Exported variables: KWOK_KUBE_APISERVER_BINARY, KWOK_KUBE_CONTROLLER_MANAGER_BINARY,
+# KWOK_KUBE_SCHEDULER_BINARY, KWOK_CONTROLLER_BINARY, KWOK_ETCD_BINARY,
+# KWOK_KUBECTL_BINARY, KWOKCTL, KUBECTL, KWOK_STAGES_DIR (kwok's stage YAMLs),
+# CAPI_CRDS_DIR (Cluster API CRD YAMLs), CAPI_VERSION, KUBE_VERSION.
+# The KWOK_* names are the ones kwokctl reads, so `kwokctl create cluster
+# --runtime binary` uses these local files instead of downloading anything.
+#
+# Cache: ${CAPI_UO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-upgrade-orchestrator}/tools/<name>-<version>/
+# A binary already on PATH is used instead when its version fits.
+# Progress goes to stderr; stdout carries only the export lines.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${CAPI_UO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-upgrade-orchestrator}"
+TOOLS="$CACHE/tools"
+
+# Versions. Kubernetes and etcd come from the go.mod files (single source of truth).
+KUBE_VERSION="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3 }' "$ROOT/tools/k8s/go.mod")"
+ETCD_VERSION="$(awk '$1 == "require" && $2 == "go.etcd.io/etcd/server/v3" { print $3 }' "$ROOT/tools/etcd/go.mod")"
+KWOK_VERSION="v0.8.0"
+CAPI_VERSION="v1.14.2"
+
+log() { printf '[tools-k8s] %s\n' "$*" >&2; }
+die() { printf '[tools-k8s] error: %s\n' "$*" >&2; exit 1; }
+
+need_go() {
+  command -v go >/dev/null 2>&1 ||
+    die "'go' not found on PATH: install Go >= 1.26 (needed to build the Kubernetes test bed from the Go module proxy)"
+}
+
+ENV_FILE=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --env-file) ENV_FILE="${2:?--env-file needs a path}"; shift 2 ;;
+    --env-file=*) ENV_FILE="${1#*=}"; shift ;;
+    ensure) shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) die "unknown argument: $1" ;;
+  esac
+done
+
+[ -n "$KUBE_VERSION" ] || die "cannot read the k8s.io/kubernetes version from tools/k8s/go.mod"
+[ -n "$ETCD_VERSION" ] || die "cannot read the etcd version from tools/etcd/go.mod"
+# Every k8s.io/* staging replace must match the Kubernetes release (v1.X.Y -> v0.X.Y).
+bad_replaces="$(awk -v want="v0.${KUBE_VERSION#v1.}" '$2 == "=>" && $1 ~ /^k8s\.io\// && $4 != want { print $1 " " $4 }' "$ROOT/tools/k8s/go.mod")"
+[ -z "$bad_replaces" ] || die "tools/k8s/go.mod: replace versions do not match $KUBE_VERSION: $(printf '%s' "$bad_replaces" | tr '\n' ' ')"
+
+mkdir -p "$TOOLS"
+# Serialise concurrent callers (e.g. two test runs) so a cold build happens once.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$TOOLS/.tools-k8s.lock"
+  flock 9
+fi
+
+KUBE_MINOR="$(echo "$KUBE_VERSION" | cut -d. -f2)"
+KUBE_DIR="$TOOLS/kubernetes-$KUBE_VERSION"
+ETCD_DIR="$TOOLS/etcd-$ETCD_VERSION"
+KWOK_DIR="$TOOLS/kwok-$KWOK_VERSION"
+CRDS_DIR="$TOOLS/cluster-api-crds-$CAPI_VERSION"
+STAGES_DIR="$TOOLS/kwok-stages-$KWOK_VERSION"
+
+# --- helpers ---------------------------------------------------------------
+
+# on_path NAME VERSION_REGEX ARGS...: prints the PATH binary when `NAME ARGS` output matches.
+on_path() {
+  local name="$1" re="$2" bin out
+  shift 2
+  bin="$(command -v "$name" 2>/dev/null)" || return 1
+  out="$("$bin" "$@" 2>&1 | head -n 3)" || return 1
+  printf '%s' "$out" | grep -Eq "$re" || return 1
+  printf '%s\n' "$bin"
+}
+
+mod_dir() { # mod_dir MODULE@VERSION: downloads a module, prints its directory
+  local dir
+  dir="$(cd "$TOOLS" && GOFLAGS='' go mod download -json "$1" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+  if [ -z "$dir" ] || [ ! -d "$dir" ]; then die "go mod download $1 gave no module directory"; fi
+  printf '%s\n' "$dir"
+}
+
+timed() { # timed LABEL CMD...: runs CMD, logs the wall time
+  local label="$1" start rc=0
+  shift
+  start=$(date +%s)
+  "$@" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    log "$label failed after $(( $(date +%s) - start ))s"
+    return "$rc"
+  fi
+  log "$label done in $(( $(date +%s) - start ))s"
+}
+
+# --- Kubernetes: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl ---
+
+declare -A KPATH=()
+kube_missing=()
+for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  if [ -x "$KUBE_DIR/$b" ]; then
+    KPATH[$b]="$KUBE_DIR/$b"
+    continue
+  fi
+  if [ "$b" = kubectl ]; then
+    # kubectl: any client within the supported +/-1 minor skew.
+    p="$(on_path kubectl "v1\.($((KUBE_MINOR - 1))|$KUBE_MINOR|$((KUBE_MINOR + 1)))\." version --client)" || p=""
+  else
+    p="$(on_path "$b" "Kubernetes ${KUBE_VERSION//./\\.}\$" --version)" || p=""
+  fi
+  if [ -n "$p" ]; then
+    KPATH[$b]="$p"
+  else
+    kube_missing+=("$b")
+  fi
+done
+
+if [ ${#kube_missing[@]} -gt 0 ]; then
+  need_go
+  # Plain builds report v0.0.0-master, which kwokctl rejects: stamp the release.
+  vars=""
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    vars+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$KUBE_MINOR -X $pkg.gitTreeState=clean"
+  done
+  pkgs=()
+  for b in "${kube_missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  tmp="$(mktemp -d "$TOOLS/.kubernetes-$KUBE_VERSION.XXXXXX")"
+  log "building Kubernetes $KUBE_VERSION: ${kube_missing[*]} (cold: several minutes)"
+  if ! timed "Kubernetes build" env CGO_ENABLED=0 go build -C "$ROOT/tools/k8s" -trimpath \
+      -ldflags "-s -w$vars" -o "$tmp/" "${pkgs[@]}"; then
+    rm -rf "$tmp"
+    die "building Kubernetes $KUBE_VERSION failed (see the go output above)"
+  fi
+  mkdir -p "$KUBE_DIR"
+  for b in "${kube_missing[@]}"; do
+    mv -f "$tmp/$b" "$KUBE_DIR/$b"
+    KPATH[$b]="$KUBE_DIR/$b"
+  done
+  rm -rf "$tmp"
+fi
+
+# --- etcd ---------------------------------------------------------------------
+
+if [ -x "$ETCD_DIR/etcd" ]; then
+  ETCD_BIN="$ETCD_DIR/etcd"
+elif p="$(on_path etcd "etcd Version: 3\.6\." --version)"; then
+  ETCD_BIN="$p"
+else
+  need_go
+  tmp="$(mktemp -d "$TOOLS/.etcd-$ETCD_VERSION.XXXXXX")"
+  log "building etcd $ETCD_VERSION"
+  if ! timed "etcd build" env CGO_ENABLED=0 go build -C "$ROOT/tools/etcd" -trimpath \
+      -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3; then
+    rm -rf "$tmp"
+    die "building etcd $ETCD_VERSION failed (see the go output above)"
+  fi
+  mkdir -p "$ETCD_DIR"
+  mv -f "$tmp/etcd" "$ETCD_DIR/etcd"
+  rm -rf "$tmp"
+  ETCD_BIN="$ETCD_DIR/etcd"
+fi
+
+# --- kwok / kwokctl -----------------------------------------------------------
+
+declare -A WPATH=()
+kwok_missing=()
+for b in kwok kwokctl; do
+  if [ -x "$KWOK_DIR/$b" ]; then
+    WPATH[$b]="$KWOK_DIR/$b"
+  elif p="$(on_path "$b" "version ${KWOK_VERSION//./\\.}( |\$)" --version)"; then
+    WPATH[$b]="$p"
+  else
+    kwok_missing+=("$b")
+  fi
+done
+
+if [ ${#kwok_missing[@]} -gt 0 ]; then
+  need_go
+  pkgs=()
+  for b in "${kwok_missing[@]}"; do pkgs+=("sigs.k8s.io/kwok/cmd/$b@$KWOK_VERSION"); done
+  tmp="$(mktemp -d "$TOOLS/.kwok-$KWOK_VERSION.XXXXXX")"
+  log "installing kwok $KWOK_VERSION: ${kwok_missing[*]}"
+  # `go install pkg@version` ignores any enclosing module; run it from the cache dir anyway.
+  if ! (cd "$TOOLS" && timed "kwok install" env CGO_ENABLED=0 GOBIN="$tmp" GOFLAGS='' \
+      go install -trimpath -ldflags "-s -w" "${pkgs[@]}"); then
+    rm -rf "$tmp"
+    die "installing kwok $KWOK_VERSION failed (see the go output above)"
+  fi
+  mkdir -p "$KWOK_DIR"
+  for b in "${kwok_missing[@]}"; do
+    mv -f "$tmp/$b" "$KWOK_DIR/$b"
+    WPATH[$b]="$KWOK_DIR/$b"
+  done
+  rm -rf "$tmp"
+fi
+
+# --- Cluster API CRDs ---------------------------------------------------------------
+
+if [ ! -f "$CRDS_DIR/.complete" ]; then
+  need_go
+  log "fetching Cluster API $CAPI_VERSION CRDs (go mod download)"
+  start=$(date +%s)
+  capi_src="$(mod_dir "sigs.k8s.io/cluster-api@$CAPI_VERSION")"
+  tmp="$(mktemp -d "$TOOLS/.cluster-api-crds-$CAPI_VERSION.XXXXXX")"
+  # Core (cluster/machine*/clusterclass/extensionconfig/...), kubeadm bootstrap and
+  # control plane. clusterctl's own CRDs are left out. v1.14 keeps the core CRDs in
+  # core/config/crd/bases; older releases used config/crd/bases.
+  n=0
+  for d in core/config/crd/bases config/crd/bases bootstrap/kubeadm/config/crd/bases controlplane/kubeadm/config/crd/bases; do
+    [ -d "$capi_src/$d" ] || continue
+    for f in "$capi_src/$d"/*.yaml; do
+      [ -e "$f" ] || continue
+      cp "$f" "$tmp/"
+      n=$((n + 1))
+    done
+  done
+  [ "$n" -gt 0 ] || { rm -rf "$tmp"; die "no CRDs found in $capi_src"; }
+  chmod -R u+w,go+rX "$tmp"
+  printf '%s\n' "$CAPI_VERSION" >"$tmp/.complete"
+  rm -rf "$CRDS_DIR"
+  mv "$tmp" "$CRDS_DIR"
+  log "Cluster API CRDs ($n files) ready in $(( $(date +%s) - start ))s"
+fi
+
+# --- kwok stage configurations -------------------------------------------------
+# kwok's own node and pod stages at the kwok release in use, as YAML files laid out
+# as in kwok's kustomize/stage/ (node/fast/node-initialize.yaml, pod/fast/...), so
+# the test bed can list them next to its own pod-delete stage (scripts/testbed.sh).
+
+if [ ! -f "$STAGES_DIR/.complete" ]; then
+  need_go
+  kwok_src="$(mod_dir "sigs.k8s.io/kwok@$KWOK_VERSION")"
+  tmp="$(mktemp -d "$TOOLS/.kwok-stages-$KWOK_VERSION.XXXXXX")"
+  for f in node/fast/node-initialize node/heartbeat/node-heartbeat \
+      node/heartbeat-with-lease/node-heartbeat-with-lease \
+      pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete \
+      pod/general/pod-delete; do
+    src="$kwok_src/kustomize/stage/$f.yaml"
+    [ -f "$src" ] || { rm -rf "$tmp"; die "kwok $KWOK_VERSION has no stage $f"; }
+    mkdir -p "$tmp/$(dirname "$f")"
+    cp "$src" "$tmp/$f.yaml"
+  done
+  chmod -R u+w,go+rX "$tmp"
+  printf '%s\n' "$KWOK_VERSION" >"$tmp/.complete"
+  rm -rf "$STAGES_DIR"
+  mv "$tmp" "$STAGES_DIR"
+  log "kwok $KWOK_VERSION stage configurations ready"
+fi
+
+# --- output -------------------------------------------------------------------
+
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+out="$(
+  echo "export KUBE_VERSION=$(q "$KUBE_VERSION")"
+  echo "export KWOK_KUBE_APISERVER_BINARY=$(q "${KPATH[kube-apiserver]}")"
+  echo "export KWOK_KUBE_CONTROLLER_MANAGER_BINARY=$(q "${KPATH[kube-controller-manager]}")"
+  echo "export KWOK_KUBE_SCHEDULER_BINARY=$(q "${KPATH[kube-scheduler]}")"
+  echo "export KWOK_CONTROLLER_BINARY=$(q "${WPATH[kwok]}")"
+  echo "export KWOK_ETCD_BINARY=$(q "$ETCD_BIN")"
+  echo "export KWOK_KUBECTL_BINARY=$(q "${KPATH[kubectl]}")"
+  echo "export KUBECTL=$(q "${KPATH[kubectl]}")"
+  echo "export KWOKCTL=$(q "${WPATH[kwokctl]}")"
+  echo "export KWOK_STAGES_DIR=$(q "$STAGES_DIR")"
+  echo "export CAPI_VERSION=$(q "$CAPI_VERSION")"
+  echo "export CAPI_CRDS_DIR=$(q "$CRDS_DIR")"
+)"
+if [ -n "$ENV_FILE" ]; then
+  mkdir -p "$(dirname "$ENV_FILE")"
+  printf '%s\n' "$out" >"$ENV_FILE"
+fi
+printf '%s\n' "$out"
