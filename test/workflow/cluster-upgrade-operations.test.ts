@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { UNAVAILABLE_MESSAGE } from '../../src/api/hook-route.ts';
 import { clusterUpgradeWorkflowId, type ClusterUpgradeStatus } from '../../src/workflows/messages.ts';
+import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { requireEnv } from '../support/services.ts';
 import { startUpgradeHarness, steps, type UpgradeHarness } from '../support/upgrade-harness.ts';
 import { driveChainedUpgrade } from './cluster-upgrade.test.ts';
@@ -80,6 +81,7 @@ describe('operating a cluster upgrade', () => {
       (a) => a.message?.includes('upgradeAt') ?? false,
     );
     expect(resumed).toEqual(waiting);
+    await recordHistoryIfAsked(h.client, wfId(), 'abort-and-resume');
   });
 
   it('supersedes a running upgrade when BeforeClusterUpgrade names a new target', async () => {
@@ -99,6 +101,7 @@ describe('operating a cluster upgrade', () => {
     });
     const current = (await h.client.workflow.getHandle(wfId()).query('status')) as ClusterUpgradeStatus;
     expect(current.targetVersion).toBe(TARGET);
+    await recordHistoryIfAsked(h.client, wfId(), 'superseded', firstRun.runId);
   });
 
   it('lets BeforeClusterDelete wait until the running upgrade has wound down, releasing reserved capacity', async () => {
@@ -120,6 +123,7 @@ describe('operating a cluster upgrade', () => {
     const result = (await h.client.workflow.getHandle(wfId()).result()) as ClusterUpgradeStatus;
     expect(result).toMatchObject({ phase: 'Aborted', reason: 'cluster is being deleted', reservedCapacity: [] });
     expect(h.activities.calls.release).toBe(1);
+    await recordHistoryIfAsked(h.client, wfId(), 'deleted-during-upgrade');
   });
 
   it('keeps answering (blocking) while no worker runs, and never opens a gate on stale state', async () => {

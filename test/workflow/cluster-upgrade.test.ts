@@ -2,6 +2,7 @@
 // dev server with a real worker; activities stubbed.
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { clusterUpgradeWorkflowId, type ClusterUpgradeStatus } from '../../src/workflows/messages.ts';
+import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { startUpgradeHarness, steps, type UpgradeHarness } from '../support/upgrade-harness.ts';
 
 const FROM = 'v1.30.5';
@@ -84,6 +85,7 @@ describe('cluster upgrade workflow through the hooks', () => {
   it('runs a chained upgrade v1.30 → v1.33 with capacity reservation, in CAPI order', async () => {
     await driveChainedUpgrade(h, { 'upgrades.capi-orchestrator.io/capacity-reservation': '1' });
     const result = (await handle().result()) as ClusterUpgradeStatus;
+    await recordHistoryIfAsked(h.client, clusterUpgradeWorkflowId(h.ref), 'chained-upgrade-with-capacity');
     expect(result.phase).toBe('Upgraded');
     expect(result.history.map((e) => [e.version, e.phase])).toEqual(CP_PLAN.map((v) => [v, 'Upgraded']));
     const condition = (type: string) => result.conditions.find((c) => c.type === type);
