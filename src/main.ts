@@ -1,12 +1,14 @@
 // Process entry point. ROLE=api serves the hooks, ROLE=worker runs the
 // Temporal worker, ROLE=all (the default) both. SIGTERM/SIGINT drain both.
+import { Client, Connection } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
+import { createClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
 import { HookRegistry } from './api/registry.ts';
 import { noInPlaceHandlers } from './api/routes/in-place.ts';
-import { nonBlockingLifecycleHandlers } from './api/routes/lifecycle.ts';
 import { upgradePlanHandlers } from './api/routes/upgrade-plan.ts';
 import { startHookServer, type HookServer } from './api/server.ts';
 import { ConfigError, parseConfig, type AppConfig } from './config.ts';
+import { ensureSearchAttributes } from './temporal-setup.ts';
 import { createWorker } from './worker.ts';
 
 export interface Running {
@@ -19,13 +21,21 @@ export async function run(config: AppConfig): Promise<Running> {
   let hookServer: HookServer | undefined;
   let worker: Worker | undefined;
   let workerDone: Promise<void> | undefined;
+  // Lazy: the hook server starts (and answers "unavailable") while Temporal is down.
+  const connection = Connection.lazy({ address: config.temporal.address });
+  const client = new Client({ connection, namespace: config.temporal.namespace });
+  ensureSearchAttributes(connection, config.temporal.namespace).then(
+    ({ added }) => added.length > 0 && console.error(`registered search attributes: ${added.join(', ')}`),
+    (err: unknown) =>
+      console.error(`could not register search attributes (filters in the Web UI need them): ${String(err)}`),
+  );
   if (config.role === 'api' || config.role === 'all') {
     hookServer = await startHookServer({
       server: config.server,
       logLevel: config.logLevel,
       app: {
         registry: new HookRegistry(config.handlers),
-        lifecycle: nonBlockingLifecycleHandlers,
+        lifecycle: createClusterUpgradeHandlers({ client, taskQueue: config.temporal.taskQueue }),
         upgradePlan: upgradePlanHandlers,
         inPlace: noInPlaceHandlers,
       },
@@ -46,6 +56,7 @@ export async function run(config: AppConfig): Promise<Running> {
       await hookServer?.close();
       if (worker && worker.getState() === 'RUNNING') worker.shutdown();
       await workerDone;
+      await connection.close();
     },
   };
 }
