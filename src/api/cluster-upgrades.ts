@@ -10,7 +10,6 @@ import {
   type Client,
   type WorkflowExecutionDescription,
 } from '@temporalio/client';
-import { ServiceError } from '@temporalio/client';
 import { resolveUpgradePolicy, type UpgradePolicy } from '../domain/upgrade-policy.ts';
 import { tryParseVersion } from '../domain/versions.ts';
 import {
@@ -29,9 +28,10 @@ import {
 } from '../workflows/messages.ts';
 import { ClusterName, ClusterNamespace, TargetVersion, UpgradePhase } from '../workflows/search-attributes.ts';
 import type { Cluster, HookRequest } from './contract.ts';
-import { BackendUnavailable, HookFailure } from './errors.ts';
+import { HookFailure } from './errors.ts';
 import type { HookContext, HookImplementation } from './hook-route.ts';
 import type { LifecycleHandlers } from './routes/lifecycle.ts';
+import { withinDeadline } from './temporal-calls.ts';
 
 export interface ClusterUpgradeBackendOptions {
   client: Client;
@@ -54,20 +54,6 @@ function requireVersion(field: string, value: string): string {
   if (!tryParseVersion(value).ok)
     throw new HookFailure(`${field} ${JSON.stringify(value)} is not a Kubernetes version`);
   return value;
-}
-
-/** Runs Temporal calls under the hook's deadline; a missed deadline or an unreachable server is BackendUnavailable. */
-async function withinDeadline<T>(client: Client, ctx: HookContext, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await client.connection.withDeadline(ctx.deadline, () => client.connection.withAbortSignal(ctx.signal, fn));
-  } catch (err) {
-    if (err instanceof HookFailure || err instanceof WorkflowNotFoundError || err instanceof WorkflowUpdateFailedError)
-      throw err;
-    if (err instanceof ServiceError || ctx.signal.aborted || (err as { name?: string }).name === 'AbortError') {
-      throw new BackendUnavailable();
-    }
-    throw err;
-  }
 }
 
 export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions): LifecycleHandlers {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import { Connection } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time.js';
 import { ensureSearchAttributes } from '../../src/temporal-setup.ts';
 import { allSearchAttributeKeys } from '../../src/workflows/search-attributes.ts';
 import { requireEnv } from '../support/services.ts';
@@ -12,7 +13,7 @@ describe('ensureSearchAttributes', () => {
       const namespace = `sa-${randomUUID().slice(0, 8)}`;
       await connection.workflowService.registerNamespace({
         namespace,
-        workflowExecutionRetentionPeriod: { seconds: 86_400 },
+        workflowExecutionRetentionPeriod: msToTs('1 day'),
       });
       // Namespace registration propagates asynchronously on the server.
       let first: { added: string[] } | undefined;
