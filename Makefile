@@ -41,3 +41,6 @@ bench:
 
 clean:
 	rm -rf dist coverage .data
+
+test-integration:
+	@source scripts/env.sh --testbed && $(JEST) --ci --selectProjects integration

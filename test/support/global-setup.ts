@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,7 +9,7 @@ import { writeTestPki } from './pki.ts';
 import { temporalTiers } from './services.ts';
 
 declare global {
-  var __capiTestServices: { temporal?: DevServer; dir: string } | undefined;
+  var __capiTestServices: { temporal?: DevServer; dir: string; testbed?: string } | undefined;
 }
 
 export default async function globalSetup(): Promise<void> {
@@ -19,21 +21,63 @@ export default async function globalSetup(): Promise<void> {
   if (!selected.some((p) => temporalTiers.includes(p))) return;
 
   const executable = process.env.TEMPORAL_CLI ?? 'temporal';
-  const [temporal, bundle] = await Promise.all([
+  const started = await Promise.allSettled([
     startDevServer({ executable, dbFilename: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') }),
     // Bundled once per run, not once per test file: webpack takes seconds.
     bundleWorkflowCode({
       workflowsPath: new URL('../../src/workflows/index.ts', import.meta.url).pathname,
       logger: quietLogger,
     }),
+    selected.includes('integration') ? startTestbed(join(dir, 'testbed')) : Promise.resolve(undefined),
   ]);
-  globalThis.__capiTestServices.temporal = temporal;
+  const [temporalResult, bundleResult, testbedResult] = started;
+  if (temporalResult.status === 'fulfilled') globalThis.__capiTestServices.temporal = temporalResult.value;
+  if (testbedResult.status === 'fulfilled' && testbedResult.value) {
+    globalThis.__capiTestServices.testbed = join(dir, 'testbed');
+    process.env.TESTBED_STATE = testbedResult.value;
+  }
+  const failed = started.find((r) => r.status === 'rejected');
+  if (failed || temporalResult.status !== 'fulfilled' || bundleResult.status !== 'fulfilled') {
+    // jest runs no global teardown after a failed setup: stop what did start.
+    await (await import('./global-teardown.ts')).default();
+    throw failed?.reason;
+  }
+  const temporal = temporalResult.value;
+  const bundle = bundleResult.value;
   const bundlePath = join(dir, 'workflow-bundle.js');
   writeFileSync(bundlePath, bundle.code);
   process.env.TEMPORAL_ADDRESS = temporal.address;
   process.env.TEMPORAL_NAMESPACE = temporal.namespace;
   process.env.TEST_WORKFLOW_BUNDLE = bundlePath;
   process.env.TEST_SERVICES_DIR = dir;
+}
+
+const TESTBED_SCRIPT = new URL('../../scripts/testbed.sh', import.meta.url).pathname;
+const TESTBED_BINARIES = [
+  'KWOK_KUBE_APISERVER_BINARY',
+  'KWOK_KUBE_CONTROLLER_MANAGER_BINARY',
+  'KWOK_KUBE_SCHEDULER_BINARY',
+  'KWOK_CONTROLLER_BINARY',
+  'KWOK_ETCD_BINARY',
+];
+
+/** `scripts/testbed.sh up <state>` (management + KWOK workload cluster); resolves to testbed.json's path. */
+async function startTestbed(state: string): Promise<string> {
+  const missing = TESTBED_BINARIES.filter((name) => !process.env[name]);
+  if (missing.length > 0) {
+    throw new Error(
+      `the integration tier needs the Kubernetes test bed, but ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} ` +
+        'not set: run it with `make test` or `make test-integration`, or `source scripts/env.sh --testbed` first',
+    );
+  }
+  const env = { ...process.env, TESTBED_SUFFIX: `${process.pid}-${randomBytes(3).toString('hex')}` };
+  await new Promise<void>((resolve, reject) => {
+    execFile('bash', [TESTBED_SCRIPT, 'up', state], { env, maxBuffer: 16 << 20 }, (err, _stdout, stderr) => {
+      if (err) reject(new Error(`scripts/testbed.sh up ${state} failed (${err.message.split('\n')[0]}):\n${stderr}`));
+      else resolve();
+    });
+  });
+  return join(state, 'testbed.json');
 }
 
 /** `--selectProjects a b` as jest was called (the setup hook is not told). */

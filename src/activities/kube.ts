@@ -1,0 +1,111 @@
+// Thin Kubernetes client helpers for the activities: the management cluster's
+// KubeConfig (a file, or in-cluster), and a workload cluster's KubeConfig read
+// from the `<cluster>-kubeconfig` Secret Cluster API writes (key `value`).
+import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { ApplicationFailure } from '@temporalio/common';
+import type { ClusterRef } from '../workflows/messages.ts';
+
+/** Failure types of the non-retryable errors raised here. */
+export const WORKLOAD_KUBECONFIG_MISSING = 'WorkloadKubeconfigMissing';
+export const WORKLOAD_KUBECONFIG_INVALID = 'WorkloadKubeconfigInvalid';
+
+/**
+ * The management cluster's KubeConfig: from `path`, else the file named by
+ * MANAGEMENT_KUBECONFIG, else the in-cluster service account.
+ */
+export function managementKubeConfig(path: string | undefined = process.env.MANAGEMENT_KUBECONFIG): KubeConfig {
+  const kc = new KubeConfig();
+  if (path) kc.loadFromFile(path);
+  else kc.loadFromCluster();
+  return kc;
+}
+
+interface CachedWorkload {
+  resourceVersion: string;
+  kubeConfig: KubeConfig;
+}
+
+// Per management KubeConfig, per cluster: rebuilt when the Secret's resourceVersion changes (rotation).
+const workloadCache = new WeakMap<KubeConfig, Map<string, CachedWorkload>>();
+
+/** Name of the Secret Cluster API writes for a cluster's admin kubeconfig. */
+export function kubeconfigSecretName(cluster: ClusterRef): string {
+  return `${cluster.name}-kubeconfig`;
+}
+
+/**
+ * The workload cluster's KubeConfig, from Secret `<name>-kubeconfig` (key `value`) in the
+ * cluster's namespace. A missing Secret or key, or an unusable kubeconfig, is a non-retryable
+ * ApplicationFailure; API errors (unreachable, 5xx) propagate and are retried.
+ */
+export async function workloadKubeConfig(management: KubeConfig, cluster: ClusterRef): Promise<KubeConfig> {
+  const secretName = kubeconfigSecretName(cluster);
+  const where = `Secret ${cluster.namespace}/${secretName}`;
+  const core = management.makeApiClient(CoreV1Api);
+  let secret;
+  try {
+    secret = await core.readNamespacedSecret({ name: secretName, namespace: cluster.namespace });
+  } catch (err) {
+    if (isNotFound(err)) {
+      throw ApplicationFailure.nonRetryable(
+        `${where} not found: cannot reach workload cluster ${cluster.namespace}/${cluster.name}`,
+        WORKLOAD_KUBECONFIG_MISSING,
+      );
+    }
+    throw err;
+  }
+  const resourceVersion = secret.metadata?.resourceVersion ?? '';
+  const key = `${cluster.namespace}/${cluster.name}`;
+  let perCluster = workloadCache.get(management);
+  if (!perCluster) {
+    perCluster = new Map();
+    workloadCache.set(management, perCluster);
+  }
+  const cached = perCluster.get(key);
+  if (cached && resourceVersion !== '' && cached.resourceVersion === resourceVersion) return cached.kubeConfig;
+
+  const value = secret.data?.value;
+  if (!value) {
+    throw ApplicationFailure.nonRetryable(`${where} has no key "value"`, WORKLOAD_KUBECONFIG_MISSING);
+  }
+  const kubeConfig = new KubeConfig();
+  try {
+    kubeConfig.loadFromString(Buffer.from(value, 'base64').toString('utf8'));
+  } catch (err) {
+    throw ApplicationFailure.nonRetryable(
+      `${where} holds no valid kubeconfig: ${err instanceof Error ? err.message : String(err)}`,
+      WORKLOAD_KUBECONFIG_INVALID,
+    );
+  }
+  if (!kubeConfig.getCurrentCluster()) {
+    throw ApplicationFailure.nonRetryable(`${where} holds a kubeconfig without a cluster`, WORKLOAD_KUBECONFIG_INVALID);
+  }
+  perCluster.set(key, { resourceVersion, kubeConfig });
+  return kubeConfig;
+}
+
+/** HTTP status of a failed API call (client-node 2.x ApiException), undefined otherwise. */
+export function statusCode(err: unknown): number | undefined {
+  if (err instanceof ApiException) return err.code;
+  if (typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'number') return err.code;
+  return undefined;
+}
+
+export function isNotFound(err: unknown): boolean {
+  return statusCode(err) === 404;
+}
+
+export function isConflict(err: unknown): boolean {
+  return statusCode(err) === 409;
+}
+
+/** 429: e.g. an eviction refused because of a PodDisruptionBudget. */
+export function isTooManyRequests(err: unknown): boolean {
+  return statusCode(err) === 429;
+}
+
+/** 422 from a failed JSON patch `test` operation, or 409 from a stale resourceVersion. */
+export function isPreconditionFailed(err: unknown): boolean {
+  const code = statusCode(err);
+  return code === 409 || code === 422;
+}

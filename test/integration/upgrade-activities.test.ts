@@ -1,0 +1,346 @@
+// The upgrade activities against the test bed: health checks read a real
+// workload cluster (KWOK nodes, pods, PodDisruptionBudgets maintained by the
+// disruption controller) through the kubeconfig Secret of a Cluster API Cluster;
+// capacity reservation patches real v1beta2 Cluster and MachineDeployment objects.
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ApplicationFailure } from '@temporalio/common';
+import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { createUpgradeActivities, RESERVED_CAPACITY_ANNOTATION } from '../../src/activities/upgrade.ts';
+import type { HealthCheckInput } from '../../src/activities/upgrade-types.ts';
+import {
+  capiCluster,
+  capiMachine,
+  capiMachineDeployment,
+  createCapiObject,
+  createKubeconfigSecret,
+  createNamespace,
+  createNodes,
+  deleteGroup,
+  deployment,
+  getCapiObject,
+  kwokNode,
+  managementApi,
+  patchCapiObject,
+  podDisruptionBudget,
+  setKubeletVersion,
+  setNodeReady,
+  standalonePod,
+  testbed,
+  testGroup,
+  waitFor,
+  waitForRunningPods,
+  workloadApi,
+} from '../support/fixtures.ts';
+
+const group = testGroup('ua');
+const g = group.name;
+const wl = workloadApi();
+const mg = managementApi();
+const activities = createUpgradeActivities({ management: managementKubeConfig(testbed().managementKubeconfig) });
+const cluster = { namespace: g, name: 'prod' };
+const cps = [1, 2, 3].map((i) => `${g}-cp-${i}`);
+const workers = [1, 2, 3, 4, 5, 6, 7].map((i) => `${g}-w-${i}`);
+const OLD = 'v1.31.14';
+const NEW = 'v1.32.4';
+
+function check(scope: HealthCheckInput['scope'], extra: Partial<HealthCheckInput> = {}) {
+  return activities.checkClusterHealth({
+    cluster,
+    scope,
+    criticalNamespaces: [g],
+    blockingPdbPolicy: 'fail',
+    ...extra,
+  });
+}
+
+beforeAll(async () => {
+  await Promise.all([createNamespace(wl.core, g), createNamespace(mg.core, g)]);
+  await createKubeconfigSecret(mg.core, g, cluster.name);
+  await Promise.all([
+    createNodes(wl.core, [
+      ...cps.map((n) => kwokNode(group, n, { role: 'control-plane', kubeletVersion: OLD })),
+      ...workers.map((n) => kwokNode(group, n, { kubeletVersion: OLD })),
+    ]),
+    createCapiObject(mg.custom, capiCluster(cluster.name, g, { version: OLD })),
+    ...cps.map((n) =>
+      createCapiObject(mg.custom, capiMachine(n, g, { cluster: cluster.name, controlPlane: true, nodeName: n })),
+    ),
+    ...workers.map((n) => createCapiObject(mg.custom, capiMachine(n, g, { cluster: cluster.name, nodeName: n }))),
+    wl.apps.createNamespacedDeployment({ namespace: g, body: deployment(group, 'core', { replicas: 2 }) }),
+  ]);
+  await waitForRunningPods(wl.core, g, 'app=core', 2);
+});
+
+afterAll(async () => {
+  await deleteGroup(wl, group);
+  await mg.core.deleteNamespace({ name: g }).catch(() => undefined);
+});
+
+describe('checkClusterHealth', () => {
+  it('pre: a healthy cluster passes, with the same report every time', async () => {
+    const report = await check('pre');
+    expect(report).toEqual({
+      healthy: true,
+      summary: '10 of 10 nodes Ready; 2 of 2 critical pods Ready',
+      findings: [],
+      warnings: [],
+    });
+    expect(await check('pre')).toEqual(report);
+  });
+
+  it('control-plane: fails until every control-plane node runs the version (a leading v is optional)', async () => {
+    await Promise.all([setKubeletVersion(wl.core, cps[0]!, NEW), setKubeletVersion(wl.core, cps[1]!, NEW)]);
+    expect(await check('control-plane', { version: NEW })).toEqual({
+      healthy: false,
+      summary: `2 of 3 control-plane nodes Ready at ${NEW} (${cps[2]}: kubelet ${OLD})`,
+      findings: [`node ${cps[2]}: kubelet ${OLD}, want ${NEW}`],
+      warnings: [],
+    });
+    await setKubeletVersion(wl.core, cps[2]!, NEW);
+    expect(await check('control-plane', { version: '1.32.4' })).toEqual({
+      healthy: true,
+      summary: `3 of 3 control-plane nodes Ready at ${NEW}`,
+      findings: [],
+      warnings: [],
+    });
+  });
+
+  it('workers: lists at most five nodes in the summary, and passes once all run the version', async () => {
+    const report = await check('workers', { version: NEW });
+    expect(report.healthy).toBe(false);
+    expect(report.summary).toBe(
+      `0 of 7 worker nodes Ready at ${NEW} (` +
+        workers
+          .slice(0, 5)
+          .map((n) => `${n}: kubelet ${OLD}`)
+          .join(', ') +
+        ', +2 more)',
+    );
+    expect(report.findings).toEqual(workers.map((n) => `node ${n}: kubelet ${OLD}, want ${NEW}`));
+
+    await Promise.all(workers.map((n) => setKubeletVersion(wl.core, n, NEW)));
+    expect(await check('workers', { version: NEW })).toMatchObject({
+      healthy: true,
+      summary: `7 of 7 worker nodes Ready at ${NEW}`,
+    });
+  });
+
+  it('workers: a node that is not Ready fails the check', async () => {
+    await setNodeReady(wl, workers[1]!, false);
+    try {
+      expect(await check('workers', { version: NEW })).toEqual({
+        healthy: false,
+        summary: `6 of 7 worker nodes Ready at ${NEW} (${workers[1]}: NotReady)`,
+        findings: [`node ${workers[1]}: NotReady`],
+        warnings: [],
+      });
+    } finally {
+      await setNodeReady(wl, workers[1]!, true);
+    }
+  });
+
+  it('post: every node at the version and every critical pod running; a Pending critical pod fails it', async () => {
+    expect(await check('post', { version: NEW })).toMatchObject({
+      healthy: true,
+      summary: `10 of 10 nodes Ready at ${NEW}; 2 of 2 critical pods Ready`,
+    });
+    await wl.core.createNamespacedPod({
+      namespace: g,
+      body: standalonePod(group, 'stuck', { nodeSelector: { 'capi-uo.test/nowhere': 'true' } }),
+    });
+    try {
+      expect(await check('post', { version: NEW })).toEqual({
+        healthy: false,
+        summary: `10 of 10 nodes Ready at ${NEW}; 2 of 3 critical pods Ready (${g}/stuck: Pending)`,
+        findings: [`pod ${g}/stuck: Pending`],
+        warnings: [],
+      });
+    } finally {
+      await wl.core.deleteNamespacedPod({ name: 'stuck', namespace: g, gracePeriodSeconds: 0 });
+    }
+  });
+
+  it('post: a Machine whose node is gone fails it', async () => {
+    const gone = `${g}-gone`;
+    await createCapiObject(mg.custom, capiMachine(gone, g, { cluster: cluster.name, nodeName: gone }));
+    try {
+      const report = await check('post', { version: NEW });
+      expect(report.healthy).toBe(false);
+      expect(report.findings).toEqual([`node ${gone}: not found (Machine ${gone})`]);
+      expect(report.summary).toBe(
+        `10 of 11 nodes Ready at ${NEW} (${gone}: not found (Machine ${gone})); 2 of 2 critical pods Ready`,
+      );
+    } finally {
+      await mg.custom.deleteNamespacedCustomObject({
+        group: 'cluster.x-k8s.io',
+        version: 'v1beta2',
+        namespace: g,
+        plural: 'machines',
+        name: gone,
+      });
+    }
+  });
+
+  it('pre: a PodDisruptionBudget that allows no disruptions fails or warns as the policy says', async () => {
+    await wl.apps.createNamespacedDeployment({ namespace: g, body: deployment(group, 'guarded') });
+    await wl.policy.createNamespacedPodDisruptionBudget({
+      namespace: g,
+      body: podDisruptionBudget(group, 'guarded', { app: 'guarded' }, { minAvailable: 1 }),
+    });
+    await waitForRunningPods(wl.core, g, 'app=guarded', 1);
+    await waitFor('the budget to allow no disruptions', async () => {
+      const pdb = await wl.policy.readNamespacedPodDisruptionBudget({ name: 'guarded', namespace: g });
+      return pdb.status?.currentHealthy === 1 && pdb.status.disruptionsAllowed === 0;
+    });
+    const line = `PodDisruptionBudget ${g}/guarded allows no disruptions (covers 1 pod)`;
+    const summary = `10 of 10 nodes Ready; 3 of 3 critical pods Ready; 1 PodDisruptionBudget blocks drains (${g}/guarded)`;
+    expect(await check('pre', { blockingPdbPolicy: 'fail' })).toEqual({
+      healthy: false,
+      summary,
+      findings: [line],
+      warnings: [],
+    });
+    expect(await check('pre', { blockingPdbPolicy: 'warn' })).toEqual({
+      healthy: true,
+      summary,
+      findings: [],
+      warnings: [line],
+    });
+  });
+});
+
+// ---- capacity reservation -------------------------------------------------------------
+
+interface ClusterShape {
+  metadata: { annotations?: Record<string, string> };
+  spec: { topology?: { workers?: { machineDeployments?: { name: string; replicas?: number }[] } } };
+}
+
+async function topologyReplicas(name: string): Promise<Record<string, number | undefined>> {
+  const c = (await getCapiObject(mg.custom, 'Cluster', g, name)) as unknown as ClusterShape;
+  return Object.fromEntries((c.spec.topology?.workers?.machineDeployments ?? []).map((md) => [md.name, md.replicas]));
+}
+
+async function annotation(name: string): Promise<string | undefined> {
+  const c = await getCapiObject(mg.custom, 'Cluster', g, name);
+  return c.metadata.annotations?.[RESERVED_CAPACITY_ANNOTATION];
+}
+
+async function mdReplicas(name: string): Promise<number | undefined> {
+  const md = await getCapiObject(mg.custom, 'MachineDeployment', g, name);
+  return md.spec.replicas as number | undefined;
+}
+
+describe('reserveCapacity / releaseCapacity', () => {
+  it('scales topology MachineDeployments in the Cluster topology and others in place, once, and scales back', async () => {
+    const ref = { namespace: g, name: 'topo' };
+    await createCapiObject(
+      mg.custom,
+      capiCluster(ref.name, g, {
+        machineDeployments: [
+          { name: 'md-0', replicas: 2 },
+          { name: 'md-1', replicas: 1 },
+          { name: 'md-auto' }, // autoscaled: no replicas in the topology, left alone
+        ],
+      }),
+    );
+    await Promise.all([
+      createCapiObject(
+        mg.custom,
+        capiMachineDeployment('topo-md-0-x1', g, { cluster: 'topo', replicas: 2, topologyName: 'md-0' }),
+      ),
+      createCapiObject(
+        mg.custom,
+        capiMachineDeployment('topo-md-1-x2', g, { cluster: 'topo', replicas: 1, topologyName: 'md-1' }),
+      ),
+      createCapiObject(
+        mg.custom,
+        capiMachineDeployment('topo-md-auto-x3', g, { cluster: 'topo', replicas: 5, topologyName: 'md-auto' }),
+      ),
+      createCapiObject(mg.custom, capiMachineDeployment('topo-extra', g, { cluster: 'topo', replicas: 3 })),
+      // another cluster's MachineDeployment in the same namespace
+      createCapiObject(mg.custom, capiMachineDeployment('other-md', g, { cluster: 'other', replicas: 4 })),
+    ]);
+
+    const expected = [
+      { machineDeployment: 'md-0', originalReplicas: 2, reservedReplicas: 3 },
+      { machineDeployment: 'md-1', originalReplicas: 1, reservedReplicas: 2 },
+      { machineDeployment: 'topo-extra', originalReplicas: 3, reservedReplicas: 4 },
+    ];
+    expect(await activities.reserveCapacity({ cluster: ref, count: 1 })).toEqual(expected);
+    const after = async () => ({
+      topology: await topologyReplicas('topo'),
+      mds: await Promise.all(
+        ['topo-md-0-x1', 'topo-md-1-x2', 'topo-md-auto-x3', 'topo-extra', 'other-md'].map(mdReplicas),
+      ),
+    });
+    const reserved = { topology: { 'md-0': 3, 'md-1': 2, 'md-auto': undefined }, mds: [2, 1, 5, 4, 4] };
+    expect(await after()).toEqual(reserved);
+    expect(JSON.parse((await annotation('topo')) ?? 'null')).toEqual([
+      { ...expected[0], scaledIn: 'topology' },
+      { ...expected[1], scaledIn: 'topology' },
+      { ...expected[2], scaledIn: 'machineDeployment' },
+    ]);
+
+    // Idempotent: the recorded reservation comes back and nothing scales again.
+    expect(await activities.reserveCapacity({ cluster: ref, count: 1 })).toEqual(expected);
+    expect(await after()).toEqual(reserved);
+
+    expect(await activities.releaseCapacity({ cluster: ref })).toEqual(expected);
+    expect(await after()).toEqual({ topology: { 'md-0': 2, 'md-1': 1, 'md-auto': undefined }, mds: [2, 1, 5, 3, 4] });
+    expect(await annotation('topo')).toBeUndefined();
+    expect(await activities.releaseCapacity({ cluster: ref })).toEqual([]);
+    expect(await after()).toEqual({ topology: { 'md-0': 2, 'md-1': 1, 'md-auto': undefined }, mds: [2, 1, 5, 3, 4] });
+  });
+
+  it('finishes a reservation recorded before a crash, and concurrent calls scale once', async () => {
+    const ref = { namespace: g, name: 'plain' };
+    await createCapiObject(mg.custom, capiCluster(ref.name, g, { topology: false }));
+    await createCapiObject(mg.custom, capiMachineDeployment('plain-md-0', g, { cluster: 'plain', replicas: 2 }));
+    const entry = { machineDeployment: 'plain-md-0', originalReplicas: 2, reservedReplicas: 4 };
+
+    // The record was written, then the worker died before scaling the MachineDeployment.
+    await patchCapiObject(mg.custom, 'Cluster', g, 'plain', {
+      metadata: {
+        annotations: { [RESERVED_CAPACITY_ANNOTATION]: JSON.stringify([{ ...entry, scaledIn: 'machineDeployment' }]) },
+      },
+    });
+    expect(await mdReplicas('plain-md-0')).toBe(2);
+    expect(await activities.reserveCapacity({ cluster: ref, count: 2 })).toEqual([entry]);
+    expect(await mdReplicas('plain-md-0')).toBe(4);
+    expect(await activities.reserveCapacity({ cluster: ref, count: 2 })).toEqual([entry]);
+    expect(await mdReplicas('plain-md-0')).toBe(4);
+    expect(await activities.releaseCapacity({ cluster: ref })).toEqual([entry]);
+    expect(await mdReplicas('plain-md-0')).toBe(2);
+
+    // Two activity attempts racing (e.g. a retry after a lost heartbeat): one reservation.
+    const [a, b] = await Promise.all([
+      activities.reserveCapacity({ cluster: ref, count: 2 }),
+      activities.reserveCapacity({ cluster: ref, count: 2 }),
+    ]);
+    expect(a).toEqual([entry]);
+    expect(b).toEqual([entry]);
+    expect(await mdReplicas('plain-md-0')).toBe(4);
+    await Promise.all([activities.releaseCapacity({ cluster: ref }), activities.releaseCapacity({ cluster: ref })]);
+    expect(await mdReplicas('plain-md-0')).toBe(2);
+    expect(await annotation('plain')).toBeUndefined();
+  });
+
+  it('fails non-retryably for a missing Cluster or a bad count; releasing a missing Cluster is a no-op', async () => {
+    const missing = { namespace: g, name: 'absent' };
+    const err = await activities.reserveCapacity({ cluster: missing, count: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApplicationFailure);
+    expect(err).toMatchObject({
+      nonRetryable: true,
+      type: 'ClusterNotFound',
+      message: `Cluster ${g}/absent not found`,
+    });
+    expect(await activities.releaseCapacity({ cluster: missing })).toEqual([]);
+    await expect(
+      activities.reserveCapacity({ cluster: { namespace: g, name: 'topo' }, count: 0 }),
+    ).rejects.toMatchObject({
+      nonRetryable: true,
+      type: 'InvalidCapacityCount',
+    });
+  });
+});
