@@ -2,3 +2,4 @@
 export { heartbeatProbeWorkflow } from './heartbeat-probe.ts';
 export { clusterUpgradeWorkflow } from './cluster-upgrade.ts';
 export { clusterEventWorkflow } from './cluster-event.ts';
+export { machineUpdateWorkflow } from './machine-update.ts';

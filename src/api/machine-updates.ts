@@ -1,0 +1,191 @@
+// In-place hooks. CanUpdateMachine/CanUpdateMachineSet are pure (patches for
+// what we can apply in place). UpdateMachine starts or reads the machine's
+// update workflow; like the lifecycle hooks, a poll that brings nothing new
+// only reads the memo.
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import {
+  computeMachinePatches,
+  computeMachineSetPatches,
+  resolveInPlacePolicy,
+  specHash,
+  type Declined,
+} from '../domain/in-place.ts';
+import { resolveMachineUpdatePolicy } from '../domain/machine-update-policy.ts';
+import { tryParseVersion } from '../domain/versions.ts';
+import {
+  abortSignal,
+  MACHINE_UPDATE_MEMO_KEY,
+  machineUpdateMessage,
+  machineUpdateWorkflowId,
+  type MachineUpdateInput,
+  type MachineUpdateMemo,
+} from '../workflows/messages.ts';
+import {
+  ClusterName,
+  ClusterNamespace,
+  MachineName,
+  TargetVersion,
+  UpgradePhase,
+} from '../workflows/search-attributes.ts';
+import { withinDeadline } from './temporal-calls.ts';
+import { HookFailure } from './errors.ts';
+import type { HookImplementation } from './hook-route.ts';
+import type { InPlaceHandlers } from './routes/in-place.ts';
+
+const RETRY_AFTER_SECONDS = 10;
+
+function declinedMessage(declined: readonly Declined[]): { message?: string } {
+  if (declined.length === 0) return {};
+  return {
+    message: `not in place (rolled out instead): ${declined.map((d) => `${d.object} ${d.path}: ${d.reason}`).join('; ')}`,
+  };
+}
+
+export const canUpdateMachine: HookImplementation<'CanUpdateMachine'> = async (request, ctx) => {
+  const policy = resolveInPlacePolicy(ctx.settings);
+  if (!policy.ok) throw new HookFailure(policy.message);
+  const { patches, declined } = computeMachinePatches(request.current, request.desired, policy.policy);
+  return { status: 'Success', ...patches, ...declinedMessage(declined) };
+};
+
+export const canUpdateMachineSet: HookImplementation<'CanUpdateMachineSet'> = async (request, ctx) => {
+  const policy = resolveInPlacePolicy(ctx.settings);
+  if (!policy.ok) throw new HookFailure(policy.message);
+  const { patches, declined } = computeMachineSetPatches(request.current, request.desired, policy.policy);
+  return { status: 'Success', ...patches, ...declinedMessage(declined) };
+};
+
+export function createInPlaceHandlers(opts: { client: Client; taskQueue: string }): InPlaceHandlers {
+  const { client, taskQueue } = opts;
+  const answer = (memo: MachineUpdateMemo) => {
+    if (memo.phase === 'Succeeded') return { status: 'Success' as const, message: memo.message, retryAfterSeconds: 0 };
+    if (memo.phase === 'Failed' || memo.phase === 'Aborted')
+      return { status: 'Failure' as const, message: memo.message, retryAfterSeconds: 0 };
+    return { status: 'Success' as const, message: memo.message, retryAfterSeconds: RETRY_AFTER_SECONDS };
+  };
+  const runningQuery = (filters: string[]) =>
+    [...filters, 'WorkflowType = "machineUpdateWorkflow"', 'ExecutionStatus = "Running"'].join(' AND ');
+
+  const updateMachine: HookImplementation<'UpdateMachine'> = async (request, ctx) => {
+    const inPlace = resolveInPlacePolicy(ctx.settings);
+    if (inPlace.ok && !inPlace.policy.enabled) {
+      throw new HookFailure(
+        'in-place updates are disabled by the setting inPlaceUpdates; no machine update was started',
+      );
+    }
+    const resolved = resolveMachineUpdatePolicy(ctx.settings);
+    if (!resolved.ok) throw new HookFailure(resolved.message);
+    const policy = resolved.policy;
+    const machine = {
+      namespace: request.desired.machine.metadata.namespace,
+      name: request.desired.machine.metadata.name,
+    };
+    const version = request.desired.machine.spec.version;
+    if (!version || !tryParseVersion(version).ok)
+      throw new HookFailure(
+        `desired.machine.spec.version ${JSON.stringify(version ?? '')} is not a Kubernetes version`,
+      );
+    const clusterName =
+      request.desired.machine.spec.clusterName ??
+      request.desired.machine.metadata.labels?.['cluster.x-k8s.io/cluster-name'];
+    if (!clusterName) throw new HookFailure('desired.machine.spec.clusterName is missing');
+    const hash = specHash(request.desired);
+    const workflowId = machineUpdateWorkflowId(machine, hash);
+    const files = ((request.desired.bootstrapConfig?.spec as { files?: unknown[] } | undefined)?.files ??
+      []) as unknown[];
+
+    return await withinDeadline(client, ctx, async () => {
+      try {
+        const description = await client.workflow.getHandle(workflowId).describe();
+        const memo = description.memo?.[MACHINE_UPDATE_MEMO_KEY] as MachineUpdateMemo | undefined;
+        if (memo) return answer(memo);
+        return {
+          status: 'Success',
+          message: machineUpdateMessage(machine, version, 'preflight checks'),
+          retryAfterSeconds: RETRY_AFTER_SECONDS,
+        };
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      }
+      // An older desired spec for the same machine: stop it first, and wait until it has.
+      const older: string[] = [];
+      for await (const wf of client.workflow.list({
+        query: runningQuery([
+          `${ClusterNamespace.name} = ${JSON.stringify(machine.namespace)}`,
+          `${MachineName.name} = ${JSON.stringify(machine.name)}`,
+        ]),
+      })) {
+        if (wf.workflowId === workflowId) continue;
+        older.push(wf.workflowId);
+        const memo = wf.memo?.[MACHINE_UPDATE_MEMO_KEY] as MachineUpdateMemo | undefined;
+        if (!memo?.abortRequested)
+          await client.workflow
+            .getHandle(wf.workflowId)
+            .signal(abortSignal, { reason: `superseded by a newer desired spec (${hash})` });
+      }
+      if (older.length > 0) {
+        return {
+          status: 'Success',
+          message: machineUpdateMessage(machine, version, 'waiting for the previous update of this machine to stop'),
+          retryAfterSeconds: RETRY_AFTER_SECONDS,
+        };
+      }
+      if (policy.maxConcurrentMachineUpdates > 0) {
+        let running = 0;
+        for await (const _ of client.workflow.list({
+          query: runningQuery([
+            `${ClusterNamespace.name} = ${JSON.stringify(machine.namespace)}`,
+            `${ClusterName.name} = ${JSON.stringify(clusterName)}`,
+          ]),
+        }))
+          running++;
+        if (running >= policy.maxConcurrentMachineUpdates) {
+          return {
+            status: 'Success',
+            message: machineUpdateMessage(
+              machine,
+              version,
+              `waiting: ${policy.maxConcurrentMachineUpdates} machine(s) of cluster ${clusterName} are updating (maxConcurrentMachineUpdates)`,
+            ),
+            retryAfterSeconds: RETRY_AFTER_SECONDS,
+          };
+        }
+      }
+      const input: MachineUpdateInput = {
+        machine,
+        clusterName,
+        version,
+        files,
+        specHash: hash,
+        executor: policy.executor,
+        deleteEmptyDirData: policy.deleteEmptyDirData,
+        forceDrainUnmanagedPods: policy.forceDrainUnmanagedPods,
+        drainTimeoutMs: policy.drainTimeoutMs,
+        nodeUpgradeTimeoutMs: policy.nodeUpgradeTimeoutMs,
+        ...(policy.pdbForceDrainTimeoutMs !== undefined
+          ? { pdbForceDrainTimeoutMs: policy.pdbForceDrainTimeoutMs }
+          : {}),
+      };
+      await client.workflow.start('machineUpdateWorkflow', {
+        workflowId,
+        taskQueue,
+        args: [input],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        typedSearchAttributes: [
+          { key: ClusterNamespace, value: machine.namespace },
+          { key: ClusterName, value: clusterName },
+          { key: MachineName, value: machine.name },
+          { key: TargetVersion, value: version },
+          { key: UpgradePhase, value: 'Updating' },
+        ],
+      });
+      return {
+        status: 'Success',
+        message: machineUpdateMessage(machine, version, 'preflight checks'),
+        retryAfterSeconds: RETRY_AFTER_SECONDS,
+      };
+    });
+  };
+
+  return { CanUpdateMachine: canUpdateMachine, CanUpdateMachineSet: canUpdateMachineSet, UpdateMachine: updateMachine };
+}

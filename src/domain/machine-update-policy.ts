@@ -1,0 +1,68 @@
+// Machine update policy from ExtensionConfig settings (the in-place hooks
+// carry no Cluster, so there are no annotations to read).
+import { parseGoDuration } from './durations.ts';
+
+export interface MachineUpdatePolicy {
+  executor: 'delegate' | 'job';
+  pdbForceDrainTimeoutMs?: number;
+  drainTimeoutMs: number;
+  nodeUpgradeTimeoutMs: number;
+  deleteEmptyDirData: boolean;
+  forceDrainUnmanagedPods: boolean;
+  /** Machines of one cluster updating at once; 0 = no limit. */
+  maxConcurrentMachineUpdates: number;
+}
+
+export const machineUpdateSettings = {
+  executor: 'nodeUpgradeExecutor',
+  pdbForceDrainTimeout: 'pdbForceDrainTimeout',
+  drainTimeout: 'drainTimeout',
+  nodeUpgradeTimeout: 'nodeUpgradeTimeout',
+  deleteEmptyDirData: 'deleteEmptyDirData',
+  forceDrainUnmanagedPods: 'forceDrainUnmanagedPods',
+  maxConcurrentMachineUpdates: 'maxConcurrentMachineUpdates',
+} as const;
+
+export type MachineUpdatePolicyResult = { ok: true; policy: MachineUpdatePolicy } | { ok: false; message: string };
+
+export function resolveMachineUpdatePolicy(settings: Readonly<Record<string, string>> = {}): MachineUpdatePolicyResult {
+  const problems: string[] = [];
+  const get = (key: string) => {
+    const v = settings[key]?.trim();
+    return v === undefined || v === '' ? undefined : v;
+  };
+  const duration = (key: string, fallback: number | undefined): number | undefined => {
+    const v = get(key);
+    if (v === undefined) return fallback;
+    const ms = parseGoDuration(v);
+    if (ms === undefined) problems.push(`setting ${key}=${JSON.stringify(v)}: not a duration (use e.g. 30m, 2h)`);
+    return ms ?? fallback;
+  };
+  const bool = (key: string): boolean => {
+    const v = get(key);
+    if (v === undefined) return false;
+    if (v === 'true' || v === 'false') return v === 'true';
+    problems.push(`setting ${key}=${JSON.stringify(v)}: expected true or false`);
+    return false;
+  };
+  const executor = get(machineUpdateSettings.executor) ?? 'delegate';
+  if (executor !== 'delegate' && executor !== 'job')
+    problems.push(`setting ${machineUpdateSettings.executor}=${JSON.stringify(executor)}: expected delegate or job`);
+  const limitText = get(machineUpdateSettings.maxConcurrentMachineUpdates) ?? '0';
+  const limit = Number(limitText);
+  if (!Number.isInteger(limit) || limit < 0)
+    problems.push(
+      `setting ${machineUpdateSettings.maxConcurrentMachineUpdates}=${JSON.stringify(limitText)}: expected a whole number (0 = no limit)`,
+    );
+  const pdb = duration(machineUpdateSettings.pdbForceDrainTimeout, undefined);
+  const policy: MachineUpdatePolicy = {
+    executor: executor === 'job' ? 'job' : 'delegate',
+    drainTimeoutMs: duration(machineUpdateSettings.drainTimeout, 30 * 60_000) ?? 30 * 60_000,
+    nodeUpgradeTimeoutMs: duration(machineUpdateSettings.nodeUpgradeTimeout, 30 * 60_000) ?? 30 * 60_000,
+    deleteEmptyDirData: bool(machineUpdateSettings.deleteEmptyDirData),
+    forceDrainUnmanagedPods: bool(machineUpdateSettings.forceDrainUnmanagedPods),
+    maxConcurrentMachineUpdates: Number.isInteger(limit) && limit >= 0 ? limit : 0,
+    ...(pdb !== undefined ? { pdbForceDrainTimeoutMs: pdb } : {}),
+  };
+  return problems.length ? { ok: false, message: problems.join('; ') } : { ok: true, policy };
+}
