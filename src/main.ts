@@ -4,7 +4,7 @@ import { Client, Connection } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { createClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
 import { HookRegistry } from './api/registry.ts';
-import { noInPlaceHandlers } from './api/routes/in-place.ts';
+import { createInPlaceHandlers } from './api/machine-updates.ts';
 import { upgradePlanHandlers } from './api/routes/upgrade-plan.ts';
 import { startHookServer, type HookServer } from './api/server.ts';
 import { ConfigError, parseConfig, type AppConfig } from './config.ts';
@@ -37,7 +37,7 @@ export async function run(config: AppConfig): Promise<Running> {
         registry: new HookRegistry(config.handlers),
         lifecycle: createClusterUpgradeHandlers({ client, taskQueue: config.temporal.taskQueue }),
         upgradePlan: upgradePlanHandlers,
-        inPlace: noInPlaceHandlers,
+        inPlace: createInPlaceHandlers({ client, taskQueue: config.temporal.taskQueue }),
       },
     });
   }

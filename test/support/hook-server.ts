@@ -9,6 +9,7 @@ import { HookRegistry } from '../../src/api/registry.ts';
 import { startHookServer, type HookServer } from '../../src/api/server.ts';
 import { nonBlockingLifecycleHandlers, type LifecycleHandlers } from '../../src/api/routes/lifecycle.ts';
 import { noInPlaceHandlers, type InPlaceHandlers } from '../../src/api/routes/in-place.ts';
+import { canUpdateMachine, canUpdateMachineSet } from '../../src/api/machine-updates.ts';
 import { upgradePlanHandlers, type UpgradePlanHandlers } from '../../src/api/routes/upgrade-plan.ts';
 import { testPki } from './pki.ts';
 
@@ -65,7 +66,12 @@ export async function startTestHookServer(options: TestHookServerOptions = {}): 
       registry: new HookRegistry(config.handlers),
       lifecycle: { ...nonBlockingLifecycleHandlers, ...options.lifecycle },
       upgradePlan: { ...upgradePlanHandlers, ...options.upgradePlan },
-      inPlace: { ...noInPlaceHandlers, ...options.inPlace },
+      inPlace: {
+        ...noInPlaceHandlers,
+        CanUpdateMachine: canUpdateMachine,
+        CanUpdateMachineSet: canUpdateMachineSet,
+        ...options.inPlace,
+      },
     },
   });
   return {
