@@ -5,7 +5,8 @@
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# Locked versions; see scripts/env.sh for why not `npm ci`.
+RUN npm install --no-save --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY scripts/bundle-workflows.ts ./scripts/

@@ -33,10 +33,13 @@ _uo_node() {
 }
 
 _uo_deps() {
-  # Reinstall when the lock file changed since the last install.
+  # Reinstall when the lock file changed since the last install. `npm install
+  # --no-save` installs the locked versions and never rewrites the lock; npm
+  # 11's `npm ci` rejects the lock it writes itself (it records only this
+  # platform's optional packages, then reports the others as missing).
   if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-    _uo_log "installing npm dependencies (npm ci)"
-    npm ci --no-audit --no-fund --loglevel=error >&2 || { _uo_die "npm ci failed"; return 1; }
+    _uo_log "installing npm dependencies (locked versions)"
+    npm install --no-save --no-audit --no-fund --loglevel=error >&2 || { _uo_die "npm install failed"; return 1; }
   fi
 }
 
