@@ -18,6 +18,7 @@ import {
   type MachineUpdateStatus,
 } from '../../src/workflows/messages.ts';
 import { callHook } from '../support/capi-client.ts';
+import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { infrastructureMachine, kubeadmConfig, machine } from '../support/capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 import { createTestWorker, testClient } from '../support/temporal.ts';
@@ -166,6 +167,7 @@ describe('machine update workflow through UpdateMachine', () => {
       uncordon: 1,
     });
     const status = (await client.workflow.getHandle(idFor(body)).result()) as MachineUpdateStatus;
+    await recordHistoryIfAsked(client, idFor(body), 'machine-update');
     expect(status.steps.map((s) => [s.type, s.status])).toEqual([
       ['Cordon', 'True'],
       ['Drain', 'True'],
