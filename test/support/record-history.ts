@@ -2,13 +2,9 @@
 // runs to test/fixtures/histories, exported with the temporal CLI (the
 // documented way; protobufjs's JSON writer trips over jest's module
 // registries); the replay test replays every file there.
-import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { promisify } from 'node:util';
 import type { Client } from '@temporalio/client';
-import { requireEnv } from './services.ts';
-
-const run = promisify(execFile);
+import { temporalCli } from './temporal-cli.ts';
 
 export async function recordHistoryIfAsked(
   _client: Client,
@@ -20,16 +16,11 @@ export async function recordHistoryIfAsked(
   const args = [
     'workflow',
     'show',
-    '--address',
-    requireEnv('TEMPORAL_ADDRESS'),
-    '--namespace',
-    requireEnv('TEMPORAL_NAMESPACE'),
     '--workflow-id',
     workflowId,
     '--output',
     'json',
+    ...(runId ? ['--run-id', runId] : []),
   ];
-  if (runId) args.push('--run-id', runId);
-  const { stdout } = await run(process.env.TEMPORAL_CLI ?? 'temporal', args, { maxBuffer: 64 * 1024 * 1024 });
-  writeFileSync(new URL(`../fixtures/histories/${name}.json`, import.meta.url), stdout);
+  writeFileSync(new URL(`../fixtures/histories/${name}.json`, import.meta.url), await temporalCli(args));
 }

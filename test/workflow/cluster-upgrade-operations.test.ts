@@ -1,16 +1,13 @@
 // Operating an upgrade: abort and resume from the real CLI, supersede,
 // cluster deletion, outages of the worker, schedule policies.
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { UNAVAILABLE_MESSAGE } from '../../src/api/hook-route.ts';
 import { clusterUpgradeWorkflowId, type ClusterUpgradeStatus } from '../../src/workflows/messages.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
-import { requireEnv } from '../support/services.ts';
+import { temporalCli } from '../support/temporal-cli.ts';
 import { startUpgradeHarness, steps, type UpgradeHarness } from '../support/upgrade-harness.ts';
 import { driveChainedUpgrade } from './cluster-upgrade.test.ts';
 
-const run = promisify(execFile);
 const TARGET = 'v1.33.0';
 const bcu = (to = TARGET) => ({
   fromKubernetesVersion: 'v1.30.5',
@@ -22,20 +19,15 @@ const later = (ms: number) => new Date(Date.now() + ms).toISOString().replace(/\
 
 /** `temporal workflow signal` exactly as an on-call engineer would type it. */
 async function temporalSignal(workflowId: string, name: string, input?: string): Promise<void> {
-  const args = [
+  await temporalCli([
     'workflow',
     'signal',
-    '--address',
-    requireEnv('TEMPORAL_ADDRESS'),
-    '--namespace',
-    requireEnv('TEMPORAL_NAMESPACE'),
     '--workflow-id',
     workflowId,
     '--name',
     name,
-  ];
-  if (input) args.push('--input', input);
-  await run(process.env.TEMPORAL_CLI ?? 'temporal', args);
+    ...(input ? ['--input', input] : []),
+  ]);
 }
 
 async function waitFor<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 20_000): Promise<T> {
