@@ -22,6 +22,8 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       'import-x/no-cycle': 'error',
+      // A handler installed before start-up reads a variable assigned after it.
+      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
     },
   },
   {

@@ -1,7 +1,7 @@
 // Process entry point. ROLE=api serves the hooks, ROLE=worker runs the
 // Temporal worker, ROLE=all (the default) both. SIGTERM/SIGINT drain both.
 import { Client, Connection } from '@temporalio/client';
-import type { Worker } from '@temporalio/worker';
+import { Runtime, type Worker } from '@temporalio/worker';
 import { createClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
 import { HookRegistry } from './api/registry.ts';
 import { createInPlaceHandlers } from './api/machine-updates.ts';
@@ -14,6 +14,8 @@ import { createWorker } from './worker.ts';
 export interface Running {
   hookServer?: HookServer;
   worker?: Worker;
+  /** Settles when the worker stops: by stop(), or on its own (a fatal error). */
+  workerDone?: Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -51,6 +53,7 @@ export async function run(config: AppConfig): Promise<Running> {
   return {
     ...(hookServer ? { hookServer } : {}),
     ...(worker ? { worker } : {}),
+    ...(workerDone ? { workerDone } : {}),
     async stop() {
       // Stop taking hook calls first, then let running activities finish.
       await hookServer?.close();
@@ -92,8 +95,25 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const running = await run(config);
-  stopOnSignals(() => running.stop());
+  // This process owns SIGTERM/SIGINT (the api stops first, then the worker
+  // drains); Temporal's runtime would otherwise take them and stop only the worker.
+  Runtime.install({ shutdownSignals: [] });
+  let running: Running | undefined;
+  let stopping = false;
+  // Installed before anything starts: a signal during start-up exits at once.
+  stopOnSignals(async () => {
+    stopping = true;
+    await running?.stop();
+  });
+  running = await run(config);
+  // A worker that ends on its own is broken: exit so the Deployment restarts us.
+  running.workerDone?.then(
+    () => !stopping && (console.error('worker stopped unexpectedly'), process.exit(1)),
+    (err: unknown) => {
+      console.error('worker failed:', err);
+      process.exit(1);
+    },
+  );
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

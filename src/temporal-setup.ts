@@ -4,7 +4,8 @@
 // Best effort: Temporal Cloud manages attributes through its own API, and a
 // missing permission must not keep the extension from starting.
 import type { Connection } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
+// Default import: the package is CommonJS, and Node's ESM loader does not see its named exports.
+import proto from '@temporalio/proto';
 import { allSearchAttributeKeys } from './workflows/search-attributes.ts';
 
 export async function ensureSearchAttributes(connection: Connection, namespace: string): Promise<{ added: string[] }> {
@@ -15,7 +16,7 @@ export async function ensureSearchAttributes(connection: Connection, namespace: 
   await connection.operatorService.addSearchAttributes({
     namespace,
     searchAttributes: Object.fromEntries(
-      missing.map((k) => [k.name, temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD]),
+      missing.map((k) => [k.name, proto.temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD]),
     ),
   });
   return { added: missing.map((k) => k.name) };

@@ -1,0 +1,106 @@
+// The real process, as the image runs it: `node src/main.ts` under Node's own
+// ESM loader (jest's module system hides interop problems that this catches),
+// both roles, against the run's Temporal server; then SIGTERM.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { HOOKS_API_VERSION } from '../../src/api/contract.ts';
+import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
+import { freePort } from '../../src/local/temporal-dev-server.ts';
+import { callHook } from '../support/capi-client.ts';
+import { sampleRequest } from '../support/capi-fixtures.ts';
+import { testPki } from '../support/pki.ts';
+import { requireEnv } from '../support/services.ts';
+
+describe('the extension process', () => {
+  let child: ChildProcess;
+  let url: string;
+  let output = '';
+  const exited = () =>
+    new Promise<number | null>((resolve) =>
+      child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', (code) => resolve(code)),
+    );
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'capi-uo-proc-'));
+    writeFileSync(join(dir, 'tls.crt'), testPki().serving.certPem);
+    writeFileSync(join(dir, 'tls.key'), testPki().serving.keyPem);
+    const port = await freePort();
+    url = `https://127.0.0.1:${port}`;
+    child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', 'src/main.ts'], {
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        ROLE: 'all',
+        HOOK_SERVER_HOST: '127.0.0.1',
+        HOOK_SERVER_PORT: String(port),
+        TLS_CERT_DIR: dir,
+        TEMPORAL_ADDRESS: requireEnv('TEMPORAL_ADDRESS'),
+        TEMPORAL_NAMESPACE: requireEnv('TEMPORAL_NAMESPACE'),
+        TEMPORAL_TASK_QUEUE: `proc-${randomUUID()}`,
+        LOG_LEVEL: 'warn',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
+    for (let i = 0; i < 150; i++) {
+      if (child.exitCode !== null) throw new Error(`process exited with ${child.exitCode}:\n${output}`);
+      const ok = await callHook(
+        url,
+        DISCOVERY_PATH,
+        { apiVersion: HOOKS_API_VERSION, kind: 'DiscoveryRequest' },
+        { ca: testPki().ca.certPem },
+      ).then(
+        (r) => r.statusCode === 200,
+        () => false,
+      );
+      if (ok) return;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    throw new Error(`process never answered discovery:\n${output}`);
+  });
+  afterAll(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+
+  it('boots both roles and answers hooks over HTTPS', async () => {
+    const plan = await callHook(
+      url,
+      '/hooks.runtime.cluster.x-k8s.io/v1alpha1/generateupgradeplan/generate-upgrade-plan',
+      sampleRequest('GenerateUpgradePlan'),
+      {
+        ca: testPki().ca.certPem,
+        timeout: '10s',
+      },
+    );
+    expect(plan.body).toMatchObject({
+      status: 'Success',
+      controlPlaneUpgrades: [{ version: 'v1.32.13' }, { version: 'v1.33.0' }],
+    });
+    // A lifecycle hook reaches Temporal through the process's own client.
+    const gate = await callHook(
+      url,
+      '/hooks.runtime.cluster.x-k8s.io/v1alpha1/beforeclusterupgrade/before-cluster-upgrade',
+      sampleRequest('BeforeClusterUpgrade'),
+      {
+        ca: testPki().ca.certPem,
+        timeout: '10s',
+      },
+    );
+    expect(gate.body).toMatchObject({ status: 'Success' });
+    expect(gate.body.retryAfterSeconds).toBeGreaterThan(0);
+  });
+
+  it('stops cleanly on SIGTERM', async () => {
+    const done = exited();
+    child.kill('SIGTERM');
+    const code = await Promise.race([done, new Promise<string>((r) => setTimeout(() => r('still running'), 30_000))]);
+    if (code !== 0) console.error(output);
+    expect(code).toBe(0);
+    expect(output).not.toMatch(/Error|error:/);
+  });
+});
