@@ -43,6 +43,8 @@ export interface AppConfig {
   temporal: TemporalConfig;
   /** Prebuilt workflow bundle for the worker (production image); unset = bundle from source. */
   workflowBundlePath?: string;
+  /** Image of the `job` node-upgrade executor (must provide nsenter). */
+  nodeUpgradeJobImage?: string;
 }
 
 export class ConfigError extends Error {
@@ -149,6 +151,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       taskQueue: str('TEMPORAL_TASK_QUEUE', 'capi-upgrade-orchestrator'),
     },
     ...(env.WORKFLOW_BUNDLE_PATH ? { workflowBundlePath: env.WORKFLOW_BUNDLE_PATH } : {}),
+    ...(env.NODE_UPGRADE_JOB_IMAGE ? { nodeUpgradeJobImage: env.NODE_UPGRADE_JOB_IMAGE } : {}),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

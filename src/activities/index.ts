@@ -3,12 +3,15 @@
 // can pass their own.
 import type { KubeConfig } from '@kubernetes/client-node';
 import { managementKubeConfig } from './kube.ts';
+import { createMachineUpdateActivities } from './machine-update.ts';
 import { createProbeActivities } from './probe.ts';
 import { createUpgradeActivities } from './upgrade.ts';
 
 export interface ActivityDeps {
   /** The management cluster; default: MANAGEMENT_KUBECONFIG, else the in-cluster service account. */
   management?: KubeConfig;
+  /** Image for the `job` node-upgrade executor (needs nsenter); default in machine-update.ts. */
+  nodeUpgradeJobImage?: string;
 }
 
 export function createActivities(deps: ActivityDeps = {}) {
@@ -16,6 +19,10 @@ export function createActivities(deps: ActivityDeps = {}) {
   return {
     ...createProbeActivities(),
     ...createUpgradeActivities({ management }),
+    ...createMachineUpdateActivities({
+      management,
+      ...(deps.nodeUpgradeJobImage ? { job: { image: deps.nodeUpgradeJobImage } } : {}),
+    }),
   };
 }
 

@@ -111,9 +111,11 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     if (abortReason !== undefined) throw new Aborted(abortReason);
   };
 
+  // Heartbeats carry cancellation (skipDrain, forceDrain, abort) to the drain:
+  // a short timeout keeps that prompt (the SDK sends them at 80% of it).
   const drainActivities = proxyActivities<MachineUpdateActivities>({
     startToCloseTimeout: input.drainTimeoutMs + 60_000,
-    heartbeatTimeout: '1 minute',
+    heartbeatTimeout: '20 seconds',
     retry,
   });
   const upgradeActivities = proxyActivities<MachineUpdateActivities>({
