@@ -44,10 +44,10 @@ export async function run(config: AppConfig): Promise<Running> {
     });
   }
   if (config.role === 'worker' || config.role === 'all') {
-    worker = await createWorker({
-      ...config.temporal,
-      ...(config.workflowBundlePath ? { workflowBundlePath: config.workflowBundlePath } : {}),
-    });
+    worker = await createWorker(
+      { ...config.temporal, ...(config.workflowBundlePath ? { workflowBundlePath: config.workflowBundlePath } : {}) },
+      config.nodeUpgradeJobImage ? { nodeUpgradeJobImage: config.nodeUpgradeJobImage } : {},
+    );
     workerDone = worker.run();
   }
   return {
