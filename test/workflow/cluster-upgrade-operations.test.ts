@@ -185,6 +185,26 @@ describe('operating a cluster upgrade', () => {
     await expect(h.client.workflow.getHandle(wfId()).describe()).rejects.toThrow();
   });
 
+  it('records BeforeClusterCreate and AfterControlPlaneInitialized in the cluster history without holding it back', async () => {
+    expect(await h.call('BeforeClusterCreate', {})).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect(await h.call('AfterControlPlaneInitialized', {})).toMatchObject({ status: 'Success' });
+    // Repeated calls record nothing new.
+    expect(await h.call('BeforeClusterCreate', {})).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    const query = `CapiClusterNamespace = "${h.ref.namespace}" AND CapiClusterName = "${h.ref.name}" AND WorkflowType = "clusterEventWorkflow"`;
+    const ids = await waitFor(
+      async () => {
+        const found: string[] = [];
+        for await (const wf of h.client.workflow.list({ query })) found.push(wf.workflowId);
+        return found.sort();
+      },
+      (found) => found.length === 2,
+    );
+    expect(ids.map((id) => id.split('/').slice(0, 4).join('/'))).toEqual([
+      `cluster-event/${h.ref.namespace}/${h.ref.name}/AfterControlPlaneInitialized`,
+      `cluster-event/${h.ref.namespace}/${h.ref.name}/BeforeClusterCreate`,
+    ]);
+  });
+
   it('finishes with the same result after the worker is replaced mid-upgrade', async () => {
     await h.pollUntilDone('BeforeClusterUpgrade', bcu());
     await h.pollUntilDone('BeforeControlPlaneUpgrade', {
