@@ -46,10 +46,9 @@ export function createUpgradeActivities(deps: UpgradeActivityDeps): UpgradeActiv
       const kc = await workloadKubeConfig(deps.management, input.cluster);
       const core = kc.makeApiClient(CoreV1Api);
       const needsPods = input.scope === 'pre' || input.scope === 'post';
-      const [machines, nodes, pods, pdbs] = await Promise.all([
+      const [machines, nodes, pdbs] = await Promise.all([
         capi.listMachines(input.cluster),
         core.listNode().then((l) => l.items),
-        needsPods ? core.listPodForAllNamespaces().then((l) => l.items) : Promise.resolve([]),
         input.scope === 'pre'
           ? kc
               .makeApiClient(PolicyV1Api)
@@ -57,6 +56,20 @@ export function createUpgradeActivities(deps: UpgradeActivityDeps): UpgradeActiv
               .then((l) => l.items)
           : Promise.resolve([]),
       ]);
+      // Only the namespaces the checks read (critical ones, and those of PDBs that allow no
+      // disruption): listing every pod of a large cluster on every probe is the expensive part.
+      const namespaces = new Set(needsPods ? input.criticalNamespaces : []);
+      for (const pdb of pdbs) {
+        if ((pdb.status?.disruptionsAllowed ?? 0) === 0 && pdb.spec?.selector)
+          namespaces.add(pdb.metadata?.namespace ?? '');
+      }
+      const pods = (
+        await Promise.all(
+          [...namespaces]
+            .filter(Boolean)
+            .map((namespace) => core.listNamespacedPod({ namespace }).then((l) => l.items)),
+        )
+      ).flat();
       return evaluateHealth(input, { machines, nodes, pods, pdbs });
     },
 
