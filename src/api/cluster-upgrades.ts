@@ -27,7 +27,7 @@ import {
   type UpgradeHook,
 } from '../workflows/messages.ts';
 import { ClusterName, ClusterNamespace, TargetVersion, UpgradePhase } from '../workflows/search-attributes.ts';
-import type { Cluster, HookRequest } from './contract.ts';
+import type { Cluster } from './contract.ts';
 import { HookFailure } from './errors.ts';
 import type { HookContext, HookImplementation } from './hook-route.ts';
 import type { LifecycleHandlers } from './routes/lifecycle.ts';
@@ -128,38 +128,33 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     requireVersion('cluster.spec.topology.version', cluster.spec?.topology?.version ?? fallback);
   const steps = (list?: { version: string }[]) => (list ?? []).map((s) => s.version);
 
-  const windowHook =
-    <H extends 'BeforeClusterUpgrade' | 'BeforeControlPlaneUpgrade' | 'BeforeWorkersUpgrade'>(
-      hook: H,
-    ): HookImplementation<H> =>
+  /** The fields of the upgrade hooks' requests (schema-validated: Before* carry from/to, After* a version). */
+  interface UpgradeHookRequest {
+    cluster: Cluster;
+    fromKubernetesVersion?: string;
+    toKubernetesVersion?: string;
+    kubernetesVersion?: string;
+    controlPlaneUpgrades?: { version: string }[];
+    workersUpgrades?: { version: string }[];
+  }
+
+  const upgradeHookHandler =
+    <H extends UpgradeHook>(hook: H): HookImplementation<H> =>
     async (request, ctx) => {
-      const r = request as HookRequest<'BeforeClusterUpgrade'>;
-      const version = requireVersion('toKubernetesVersion', r.toKubernetesVersion);
-      requireVersion('fromKubernetesVersion', r.fromKubernetesVersion);
-      const target = hook === 'BeforeClusterUpgrade' ? version : targetOf(r.cluster, version);
+      const r = request as unknown as UpgradeHookRequest;
+      const before = hook.startsWith('Before');
+      const version = before
+        ? requireVersion('toKubernetesVersion', r.toKubernetesVersion ?? '')
+        : requireVersion('kubernetesVersion', r.kubernetesVersion ?? '');
+      if (before) requireVersion('fromKubernetesVersion', r.fromKubernetesVersion ?? '');
+      // The cluster-wide hooks name the whole upgrade's target; step hooks take it from the Cluster.
+      const target =
+        hook === 'BeforeClusterUpgrade' || hook === 'AfterClusterUpgrade' ? version : targetOf(r.cluster, version);
       const call: HookCall = {
-        hook: hook as UpgradeHook,
+        hook,
         version,
         targetVersion: target,
-        fromVersion: r.fromKubernetesVersion,
-        controlPlaneUpgrades: steps(r.controlPlaneUpgrades),
-        workersUpgrades: steps(r.workersUpgrades),
-        policy: policyFor(r, ctx),
-      };
-      return (await upgradeHook(clusterRef(r.cluster), call, ctx)) as Awaited<ReturnType<HookImplementation<H>>>;
-    };
-
-  const pointHook =
-    <H extends 'AfterControlPlaneUpgrade' | 'AfterWorkersUpgrade' | 'AfterClusterUpgrade'>(
-      hook: H,
-    ): HookImplementation<H> =>
-    async (request, ctx) => {
-      const r = request as HookRequest<'AfterControlPlaneUpgrade'>;
-      const version = requireVersion('kubernetesVersion', r.kubernetesVersion);
-      const call: HookCall = {
-        hook: hook as UpgradeHook,
-        version,
-        targetVersion: hook === 'AfterClusterUpgrade' ? version : targetOf(r.cluster, version),
+        ...(before && r.fromKubernetesVersion ? { fromVersion: r.fromKubernetesVersion } : {}),
         controlPlaneUpgrades: steps(r.controlPlaneUpgrades),
         workersUpgrades: steps(r.workersUpgrades),
         policy: policyFor(r, ctx),
@@ -229,12 +224,12 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       await recordEvent('AfterControlPlaneInitialized', request.cluster, ctx);
       return { status: 'Success' };
     },
-    BeforeClusterUpgrade: windowHook('BeforeClusterUpgrade'),
-    BeforeControlPlaneUpgrade: windowHook('BeforeControlPlaneUpgrade'),
-    AfterControlPlaneUpgrade: pointHook('AfterControlPlaneUpgrade'),
-    BeforeWorkersUpgrade: windowHook('BeforeWorkersUpgrade'),
-    AfterWorkersUpgrade: pointHook('AfterWorkersUpgrade'),
-    AfterClusterUpgrade: pointHook('AfterClusterUpgrade'),
+    BeforeClusterUpgrade: upgradeHookHandler('BeforeClusterUpgrade'),
+    BeforeControlPlaneUpgrade: upgradeHookHandler('BeforeControlPlaneUpgrade'),
+    AfterControlPlaneUpgrade: upgradeHookHandler('AfterControlPlaneUpgrade'),
+    BeforeWorkersUpgrade: upgradeHookHandler('BeforeWorkersUpgrade'),
+    AfterWorkersUpgrade: upgradeHookHandler('AfterWorkersUpgrade'),
+    AfterClusterUpgrade: upgradeHookHandler('AfterClusterUpgrade'),
     BeforeClusterDelete: beforeClusterDelete,
   };
 }
