@@ -3,7 +3,7 @@
 // from the `<cluster>-kubeconfig` Secret Cluster API writes (key `value`).
 import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
-import type { ClusterRef } from '../workflows/messages.ts';
+import type { ClusterRef } from '../model/cluster-upgrade.ts';
 
 /** Failure types of the non-retryable errors raised here. */
 export const WORKLOAD_KUBECONFIG_MISSING = 'WorkloadKubeconfigMissing';

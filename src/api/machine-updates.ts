@@ -12,14 +12,14 @@ import {
 } from '../domain/in-place.ts';
 import { resolveMachineUpdatePolicy } from '../domain/machine-update-policy.ts';
 import { tryParseVersion } from '../domain/versions.ts';
+import { abortSignal } from '../workflows/messages.ts';
 import {
-  abortSignal,
   MACHINE_UPDATE_MEMO_KEY,
   machineUpdateMessage,
   machineUpdateWorkflowId,
   type MachineUpdateInput,
   type MachineUpdateMemo,
-} from '../workflows/messages.ts';
+} from '../model/machine-update.ts';
 import {
   ClusterName,
   ClusterNamespace,

@@ -33,6 +33,7 @@
 // Pure and deterministic: no I/O, no clock, no Node built-ins (usable from
 // workflow code); the patch document is canonical JSON (object keys sorted by
 // UTF-16 code units), so equal input gives byte-identical base64.
+import { canonicalJson, fnv1a64 } from './canonical-json.ts';
 import { compareVersions, tryParseVersion, UNORDERED } from './versions.ts';
 
 // ---- settings -----------------------------------------------------------------
@@ -235,20 +236,6 @@ function cloneJson(v: unknown): unknown {
     return out;
   }
   return v;
-}
-
-/** JSON with object keys sorted by UTF-16 code units; `undefined` members are dropped like JSON.stringify does. */
-export function canonicalJson(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map((x) => (x === undefined ? 'null' : canonicalJson(x))).join(',')}]`;
-  if (isObject(v)) {
-    const parts: string[] = [];
-    for (const k of Object.keys(v).sort()) {
-      if (v[k] !== undefined) parts.push(`${JSON.stringify(k)}:${canonicalJson(v[k])}`);
-    }
-    return `{${parts.join(',')}}`;
-  }
-  if (typeof v === 'number' && !Number.isFinite(v)) return 'null';
-  return JSON.stringify(v) ?? 'null';
 }
 
 function jsonEqual(a: unknown, b: unknown): boolean {
@@ -571,9 +558,6 @@ export function decodeJsonPatch(patch: JsonPatch): JsonPatchOp[] {
 
 // ---- spec hash ----------------------------------------------------------------------
 
-const FNV_OFFSET = 0xcbf29ce484222325n;
-const FNV_PRIME = 0x100000001b3n;
-
 /**
  * Stable hash of the desired Machine spec and bootstrap spec, for workflow ids:
  * 64-bit FNV-1a over the UTF-8 bytes of the canonical JSON
@@ -586,9 +570,5 @@ export function specHash(desired: Pick<MachineObjects, 'machine' | 'bootstrapCon
     bootstrapConfig: desired.bootstrapConfig?.spec ?? null,
     machine: desired.machine.spec ?? null,
   });
-  let h = FNV_OFFSET;
-  for (const byte of new TextEncoder().encode(doc)) {
-    h = BigInt.asUintN(64, (h ^ BigInt(byte)) * FNV_PRIME);
-  }
-  return h.toString(16).padStart(16, '0');
+  return fnv1a64(doc);
 }

@@ -14,19 +14,16 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { DrainOptions, MachineUpdateActivities } from '../activities/machine-update-types.ts';
+import { abortSignal, forceDrainSignal, machineUpdateStatusQuery, skipDrainSignal } from './messages.ts';
 import {
-  abortSignal,
-  forceDrainSignal,
   MACHINE_UPDATE_MEMO_KEY,
   machineUpdateMessage,
-  machineUpdateStatusQuery,
-  skipDrainSignal,
   type MachineUpdateInput,
   type MachineUpdateMemo,
   type MachineUpdatePhase,
   type MachineUpdateStatus,
   type MachineUpdateStep,
-} from './messages.ts';
+} from '../model/machine-update.ts';
 import { NodeName, UpgradePhase } from './search-attributes.ts';
 
 const retry = { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 };

@@ -3,7 +3,6 @@ import fc from 'fast-check';
 import {
   DEFAULT_ALLOWED_PATHS,
   InPlaceSettingsError,
-  canonicalJson,
   computeMachinePatches,
   computeMachineSetPatches,
   decodeJsonPatch,
@@ -14,6 +13,7 @@ import {
   specHash,
   versionChangeRefusal,
 } from '../../src/domain/in-place.ts';
+import { canonicalJson } from '../../src/domain/canonical-json.ts';
 import type { InPlacePolicy, JsonPatch, JsonPatchOp, MachineObjects } from '../../src/domain/in-place.ts';
 import type { HookRequest, HookResult, Patch } from '../../src/api/contract.ts';
 import { infrastructureMachine, kubeadmConfig, machine, machineSet, template } from '../support/capi-fixtures.ts';

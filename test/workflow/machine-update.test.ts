@@ -11,12 +11,8 @@ import { hookPath } from '../../src/api/hook-route.ts';
 import { createInPlaceHandlers } from '../../src/api/machine-updates.ts';
 import type { MachineUpdateActivities } from '../../src/activities/machine-update-types.ts';
 import { specHash } from '../../src/domain/in-place.ts';
-import {
-  abortSignal,
-  machineUpdateWorkflowId,
-  skipDrainSignal,
-  type MachineUpdateStatus,
-} from '../../src/workflows/messages.ts';
+import { machineUpdateWorkflowId, type MachineUpdateStatus } from '../../src/model/machine-update.ts';
+import { abortSignal, skipDrainSignal } from '../../src/workflows/messages.ts';
 import { callHook } from '../support/capi-client.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { infrastructureMachine, kubeadmConfig, machine } from '../support/capi-fixtures.ts';

@@ -1,0 +1,199 @@
+// The cluster upgrade's data model: plain JSON types and pure helpers shared
+// by the api, the workflows and the activities. Nothing here imports Temporal
+// or touches the network, so activities can use it without workflow code.
+import type { UpgradePolicy } from '../domain/upgrade-policy.ts';
+
+export interface ClusterRef {
+  namespace: string;
+  name: string;
+  /** metadata.uid: a cluster recreated under the same name is another cluster. Absent in pre-v2 histories. */
+  uid?: string;
+}
+
+/** Operator abort: `temporal workflow signal --workflow-id … --name abort --input '{"reason":"…"}'`. */
+export interface AbortInput {
+  reason?: string;
+  /** No resume afterwards: the workflow cleans up and ends (cluster deletion). */
+  final?: boolean;
+}
+
+/** The lifecycle hooks an upgrade workflow gates. */
+export type UpgradeHook =
+  | 'BeforeClusterUpgrade'
+  | 'BeforeControlPlaneUpgrade'
+  | 'AfterControlPlaneUpgrade'
+  | 'BeforeWorkersUpgrade'
+  | 'AfterWorkersUpgrade'
+  | 'AfterClusterUpgrade';
+
+export const upgradeHooks: readonly UpgradeHook[] = [
+  'BeforeClusterUpgrade',
+  'BeforeControlPlaneUpgrade',
+  'AfterControlPlaneUpgrade',
+  'BeforeWorkersUpgrade',
+  'AfterWorkersUpgrade',
+  'AfterClusterUpgrade',
+];
+
+/** One hook call as the workflow records it: which hook, for which step version. */
+export interface HookCall {
+  hook: UpgradeHook;
+  /** The version the call is about (the step's target, or the version just reached). */
+  version: string;
+  /** The whole upgrade's target (Cluster spec.topology.version). */
+  targetVersion: string;
+  /** Current control plane version when known (BeforeClusterUpgrade's from). */
+  fromVersion?: string;
+  controlPlaneUpgrades?: string[];
+  workersUpgrades?: string[];
+  /** Policy as resolved for this call; the workflow adopts the newest. */
+  policy: UpgradePolicy;
+  /** Hash of `policy` (canonical JSON): the api signals a change only when it differs from the memo's. */
+  policyHash?: string;
+}
+
+/** `updatePolicy` signal: annotations or settings changed while the upgrade runs. */
+export interface PolicyUpdate {
+  policy: UpgradePolicy;
+  policyHash: string;
+}
+
+export type GateState = 'Waiting' | 'Open' | 'Failed';
+
+/** What a hook answers for one `hook@version`: all CAPI ever sees of the workflow. */
+export interface Gate {
+  state: GateState;
+  /** Deterministic for a given state: CAPI copies it into conditions. */
+  message: string;
+  retryAfterSeconds: number;
+}
+
+export function gateKey(hook: UpgradeHook, version: string): string {
+  return `${hook}@${version}`;
+}
+
+/** How often CAPI should come back while a gate is closed. */
+export const GATE_RETRY_AFTER_SECONDS = 10;
+
+/** The gate of a call just recorded: the api answers it before the workflow has run, so both spell it here. */
+export function queuedGate(call: Pick<HookCall, 'hook' | 'version'>): Gate {
+  return {
+    state: 'Waiting',
+    message: `${call.hook} ${call.version}: queued behind the steps before it`,
+    retryAfterSeconds: GATE_RETRY_AFTER_SECONDS,
+  };
+}
+
+export type UpgradePhase = 'Pending' | 'Upgrading' | 'Upgraded' | 'Failed' | 'Aborted';
+
+export type ConditionStatus = 'True' | 'False' | 'Unknown';
+
+/** One step's condition, after managed-upgrade-operator's UpgradeConfig status. */
+export interface UpgradeCondition {
+  type: string;
+  status: ConditionStatus;
+  reason: string;
+  message: string;
+  startTime?: string;
+  completeTime?: string;
+  lastProbeTime?: string;
+  lastTransitionTime?: string;
+}
+
+export interface VersionHistory {
+  version: string;
+  phase: UpgradePhase;
+  startTime?: string;
+  completeTime?: string;
+  conditions: UpgradeCondition[];
+}
+
+export interface ReservedCapacity {
+  /** MachineDeployment topology name (or object name) → replicas before and during the reservation. */
+  machineDeployment: string;
+  originalReplicas: number;
+  reservedReplicas: number;
+}
+
+/** The `status` query: the whole story of one upgrade. */
+export interface ClusterUpgradeStatus {
+  cluster: ClusterRef;
+  fromVersion?: string;
+  targetVersion: string;
+  phase: UpgradePhase;
+  /** Why the upgrade failed or was aborted. */
+  reason?: string;
+  /** The step that failed (`hook version`), which `retry` runs again. */
+  failedStep?: string;
+  startTime: string;
+  completeTime?: string;
+  /** Cluster-wide steps: Scheduled, PreHealthCheck, ScaleUpExtraNodes, RemoveExtraNodes, PostHealthCheck. */
+  conditions: UpgradeCondition[];
+  /** One entry per version the cluster passes through. */
+  history: VersionHistory[];
+  gates: Record<string, Gate>;
+  reservedCapacity: ReservedCapacity[];
+  policy: UpgradePolicy;
+  policyHash?: string;
+  /** Policy changes that arrived after the step they would have changed had started (recorded, not applied back). */
+  policyChanges?: { at: string; step: string; policyHash: string }[];
+  /** The run this one replaced (terminated, failed or timed out under CAPI). */
+  previousRunId?: string;
+}
+
+/** The memo: what hook handlers read with `describe`, without a worker and without adding history. */
+export interface ClusterUpgradeMemo {
+  targetVersion: string;
+  phase: UpgradePhase;
+  reason?: string;
+  abortRequested?: string;
+  /** Set while the upgrade is Aborted or Failed: every hook of this upgrade answers Failure with it. */
+  halted?: string;
+  policyHash?: string;
+  gates: Record<string, Gate>;
+}
+
+export const CLUSTER_UPGRADE_MEMO_KEY = 'upgrade';
+
+export interface ClusterUpgradeInput {
+  cluster: ClusterRef;
+  /** The call that started it (recorded like any later call). */
+  firstCall: HookCall;
+  /** Set when a run continues as new: the state to pick up. */
+  carried?: ClusterUpgradeStatus;
+  carriedQueue?: HookCall[];
+  /** Set when this run replaces one that closed without completing. */
+  previousRunId?: string;
+}
+
+/** Kubernetes names: a namespace is a DNS-1123 label, a name a DNS-1123 subdomain; neither holds `/`. */
+export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+export const DNS1123_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/**
+ * `cluster-upgrade/<namespace>/<name>/<uid>`: unambiguous because validated names hold no `/`,
+ * and a cluster deleted and recreated under the same name gets another id.
+ */
+export function clusterUpgradeWorkflowId(cluster: Required<ClusterRef>): string {
+  return `cluster-upgrade/${cluster.namespace}/${cluster.name}/${cluster.uid}`;
+}
+
+/** Messages CAPI copies into conditions: it truncates them at 512 characters, so we do it deterministically first. */
+export const CAPI_MESSAGE_LIMIT = 512;
+
+export function capiMessage(text: string): string {
+  if (text.length <= CAPI_MESSAGE_LIMIT) return text;
+  return `${text.slice(0, CAPI_MESSAGE_LIMIT - 3)}...`;
+}
+
+/** What every hook of an aborted upgrade answers. */
+export function abortedMessage(targetVersion: string, reason: string): string {
+  return capiMessage(`upgrade to ${targetVersion} aborted: ${reason}; signal "resume" to continue`);
+}
+
+/** What every hook of a failed upgrade answers. */
+export function failedMessage(targetVersion: string, step: string, cause: string): string {
+  return capiMessage(
+    `upgrade to ${targetVersion} failed at ${step}: ${cause}; fix the cause, then signal "retry" to run the step again`,
+  );
+}
