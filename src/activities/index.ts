@@ -1,7 +1,9 @@
 // `createActivities(deps)` returns every activity function the worker
 // registers; dependencies (Kubernetes clients) come in from outside so tests
-// can pass their own.
+// can pass their own. Every activity fails with a stable message (failures.ts):
+// activity failures reach CAPI conditions.
 import type { KubeConfig } from '@kubernetes/client-node';
+import { withStableFailures } from './failures.ts';
 import { managementKubeConfig } from './kube.ts';
 import { createMachineUpdateActivities } from './machine-update.ts';
 import { createProbeActivities } from './probe.ts';
@@ -16,14 +18,14 @@ export interface ActivityDeps {
 
 export function createActivities(deps: ActivityDeps = {}) {
   const management = deps.management ?? managementKubeConfig();
-  return {
+  return withStableFailures({
     ...createProbeActivities(),
     ...createUpgradeActivities({ management }),
     ...createMachineUpdateActivities({
       management,
       ...(deps.nodeUpgradeJobImage ? { job: { image: deps.nodeUpgradeJobImage } } : {}),
     }),
-  };
+  });
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -1,6 +1,6 @@
 // The contract between the cluster upgrade workflow and its activities
 // (implemented in upgrade.ts against the management and workload clusters).
-import type { ClusterRef, ReservedCapacity } from '../workflows/messages.ts';
+import type { ClusterRef, ReservedCapacity } from '../model/cluster-upgrade.ts';
 
 export type HealthScope = 'pre' | 'control-plane' | 'workers' | 'post';
 
@@ -29,10 +29,19 @@ export interface CapacityInput {
   count: number;
 }
 
+/** Whether the machines a reservation added are up: every reserved MachineDeployment has `reservedReplicas` Ready. */
+export interface CapacityReadiness {
+  ready: boolean;
+  /** One line per MachineDeployment still short, sorted, e.g. `MachineDeployment md-0: 2 of 3 machines Ready`. */
+  pending: string[];
+}
+
 export interface UpgradeActivities {
   checkClusterHealth(input: HealthCheckInput): Promise<HealthReport>;
   /** Scales every MachineDeployment of the cluster up by `count`, recording what it did on the object (idempotent). */
   reserveCapacity(input: CapacityInput): Promise<ReservedCapacity[]>;
+  /** Reads the reservation recorded on the Cluster and the readiness of the MachineDeployments it scaled. */
+  checkReservedCapacity(input: { cluster: ClusterRef }): Promise<CapacityReadiness>;
   /** Undoes reserveCapacity from what it recorded (idempotent; a no-op when nothing is reserved). */
   releaseCapacity(input: { cluster: ClusterRef }): Promise<ReservedCapacity[]>;
 }

@@ -1,6 +1,7 @@
 // Activities of the cluster upgrade workflow: health checks against the
 // workload cluster and capacity reservation through the Cluster API objects in
-// the management cluster. Every activity is idempotent.
+// the management cluster. Every activity is idempotent, and heartbeats so that
+// the workflow's abort reaches it even while a Kubernetes call hangs.
 import {
   CoreV1Api,
   CustomObjectsApi,
@@ -15,9 +16,16 @@ import {
 } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { compareIgnoringBuild, sameVersion, tryParseVersion } from '../domain/versions.ts';
-import type { ClusterRef, ReservedCapacity } from '../workflows/messages.ts';
+import type { ClusterRef, ReservedCapacity } from '../model/cluster-upgrade.ts';
+import { heartbeating } from './heartbeat.ts';
 import { isNotFound, isPreconditionFailed, workloadKubeConfig } from './kube.ts';
-import type { CapacityInput, HealthCheckInput, HealthReport, UpgradeActivities } from './upgrade-types.ts';
+import type {
+  CapacityInput,
+  CapacityReadiness,
+  HealthCheckInput,
+  HealthReport,
+  UpgradeActivities,
+} from './upgrade-types.ts';
 
 export interface UpgradeActivityDeps {
   /** The management cluster (Cluster API objects, `<cluster>-kubeconfig` Secrets). */
@@ -43,34 +51,36 @@ export function createUpgradeActivities(deps: UpgradeActivityDeps): UpgradeActiv
   const capi = new CapiObjects(custom);
   return {
     async checkClusterHealth(input: HealthCheckInput): Promise<HealthReport> {
-      const kc = await workloadKubeConfig(deps.management, input.cluster);
-      const core = kc.makeApiClient(CoreV1Api);
-      const needsPods = input.scope === 'pre' || input.scope === 'post';
-      const [machines, nodes, pdbs] = await Promise.all([
-        capi.listMachines(input.cluster),
-        core.listNode().then((l) => l.items),
-        input.scope === 'pre'
-          ? kc
-              .makeApiClient(PolicyV1Api)
-              .listPodDisruptionBudgetForAllNamespaces()
-              .then((l) => l.items)
-          : Promise.resolve([]),
-      ]);
-      // Only the namespaces the checks read (critical ones, and those of PDBs that allow no
-      // disruption): listing every pod of a large cluster on every probe is the expensive part.
-      const namespaces = new Set(needsPods ? input.criticalNamespaces : []);
-      for (const pdb of pdbs) {
-        if ((pdb.status?.disruptionsAllowed ?? 0) === 0 && pdb.spec?.selector)
-          namespaces.add(pdb.metadata?.namespace ?? '');
-      }
-      const pods = (
-        await Promise.all(
-          [...namespaces]
-            .filter(Boolean)
-            .map((namespace) => core.listNamespacedPod({ namespace }).then((l) => l.items)),
-        )
-      ).flat();
-      return evaluateHealth(input, { machines, nodes, pods, pdbs });
+      return await heartbeating(async () => {
+        const kc = await workloadKubeConfig(deps.management, input.cluster);
+        const core = kc.makeApiClient(CoreV1Api);
+        const needsPods = input.scope === 'pre' || input.scope === 'post';
+        const [machines, nodes, pdbs] = await Promise.all([
+          capi.listMachines(input.cluster),
+          core.listNode().then((l) => l.items),
+          input.scope === 'pre'
+            ? kc
+                .makeApiClient(PolicyV1Api)
+                .listPodDisruptionBudgetForAllNamespaces()
+                .then((l) => l.items)
+            : Promise.resolve([]),
+        ]);
+        // Only the namespaces the checks read (critical ones, and those of PDBs that allow no
+        // disruption): listing every pod of a large cluster on every probe is the expensive part.
+        const namespaces = new Set(needsPods ? input.criticalNamespaces : []);
+        for (const pdb of pdbs) {
+          if ((pdb.status?.disruptionsAllowed ?? 0) === 0 && pdb.spec?.selector)
+            namespaces.add(pdb.metadata?.namespace ?? '');
+        }
+        const pods = (
+          await Promise.all(
+            [...namespaces]
+              .filter(Boolean)
+              .map((namespace) => core.listNamespacedPod({ namespace }).then((l) => l.items)),
+          )
+        ).flat();
+        return evaluateHealth(input, { machines, nodes, pods, pdbs });
+      });
     },
 
     async reserveCapacity(input: CapacityInput): Promise<ReservedCapacity[]> {
@@ -80,42 +90,55 @@ export function createUpgradeActivities(deps: UpgradeActivityDeps): UpgradeActiv
           'InvalidCapacityCount',
         );
       }
-      return await retryOnConflict(async () => {
-        const cluster = await capi.getCluster(input.cluster);
-        const recorded = readReservation(cluster, input.cluster);
-        if (recorded) {
-          // Already reserved: finish what a crash may have interrupted, never scale twice.
-          await capi.applyMachineDeploymentScaling(input.cluster, recorded, 'reserve');
-          return publicView(recorded);
-        }
-        const plan = await capi.planReservation(cluster, input);
-        if (plan.length === 0) return [];
-        // One patch records the reservation and scales the topology: atomic, resourceVersion-guarded.
-        await capi.patchCluster(input.cluster, cluster, plan, 'reserve');
-        // MachineDeployments outside the topology are scaled after the record exists.
-        await capi.applyMachineDeploymentScaling(input.cluster, plan, 'reserve');
-        return publicView(plan);
+      return await heartbeating(() =>
+        retryOnConflict(async () => {
+          const cluster = await capi.getCluster(input.cluster);
+          const recorded = readReservation(cluster, input.cluster);
+          if (recorded) {
+            // Already reserved: finish what a crash may have interrupted, never scale twice.
+            await capi.applyMachineDeploymentScaling(input.cluster, recorded, 'reserve');
+            return publicView(recorded);
+          }
+          const plan = await capi.planReservation(cluster, input);
+          if (plan.length === 0) return [];
+          // One patch records the reservation and scales the topology: atomic, resourceVersion-guarded.
+          await capi.patchCluster(input.cluster, cluster, plan, 'reserve');
+          // MachineDeployments outside the topology are scaled after the record exists.
+          await capi.applyMachineDeploymentScaling(input.cluster, plan, 'reserve');
+          return publicView(plan);
+        }),
+      );
+    },
+
+    async checkReservedCapacity(input: { cluster: ClusterRef }): Promise<CapacityReadiness> {
+      return await heartbeating(async () => {
+        const recorded = readReservation(await capi.getCluster(input.cluster), input.cluster);
+        if (!recorded) return { ready: true, pending: [] };
+        const pending = await capi.reservationShortfall(input.cluster, recorded);
+        return { ready: pending.length === 0, pending };
       });
     },
 
     async releaseCapacity(input: { cluster: ClusterRef }): Promise<ReservedCapacity[]> {
-      return await retryOnConflict(async () => {
-        let cluster: ClusterObject;
-        try {
-          cluster = await capi.getCluster(input.cluster);
-        } catch (err) {
-          // A deleted Cluster has nothing left to scale back.
-          if (err instanceof ApplicationFailure && err.type === 'ClusterNotFound') return [];
-          throw err;
-        }
-        const recorded = readReservation(cluster, input.cluster);
-        if (!recorded) return [];
-        // MachineDeployments first: the record stays until they are restored, so a crash repeats this.
-        await capi.applyMachineDeploymentScaling(input.cluster, recorded, 'release');
-        // One patch restores the topology replicas and removes the record.
-        await capi.patchCluster(input.cluster, cluster, recorded, 'release');
-        return publicView(recorded);
-      });
+      return await heartbeating(() =>
+        retryOnConflict(async () => {
+          let cluster: ClusterObject;
+          try {
+            cluster = await capi.getCluster(input.cluster);
+          } catch (err) {
+            // A deleted Cluster has nothing left to scale back.
+            if (err instanceof ApplicationFailure && err.type === 'ClusterNotFound') return [];
+            throw err;
+          }
+          const recorded = readReservation(cluster, input.cluster);
+          if (!recorded) return [];
+          // MachineDeployments first: the record stays until they are restored, so a crash repeats this.
+          await capi.applyMachineDeploymentScaling(input.cluster, recorded, 'release');
+          // One patch restores the topology replicas and removes the record.
+          await capi.patchCluster(input.cluster, cluster, recorded, 'release');
+          return publicView(recorded);
+        }),
+      );
     },
   };
 }
@@ -368,6 +391,8 @@ interface MachineObject {
 interface MachineDeploymentObject {
   metadata: ObjectMeta;
   spec?: { replicas?: number };
+  /** v1beta2: readyReplicas counts Machines whose Ready condition is true. */
+  status?: { readyReplicas?: number };
 }
 
 function publicView(entries: RecordedCapacity[]): ReservedCapacity[] {
@@ -473,6 +498,56 @@ class CapiObjects {
       labelSelector: `${CLUSTER_NAME_LABEL}=${ref.name}`,
     })) as { items: MachineDeploymentObject[] };
     return list.items;
+  }
+
+  /**
+   * One line per recorded entry whose MachineDeployment has fewer than `reservedReplicas` Ready
+   * machines (or is gone), sorted. Topology entries name the topology, so their objects are found
+   * by the label the topology controller sets; the others name the object.
+   */
+  async reservationShortfall(ref: ClusterRef, entries: RecordedCapacity[]): Promise<string[]> {
+    const lines = await Promise.all(
+      entries.map(async (entry) => {
+        const mds = await this.reservedMachineDeployments(ref, entry);
+        if (mds.length === 0) return `MachineDeployment ${entry.machineDeployment}: not found`;
+        // The topology controller keeps one object per topology name; during a hand-over count them together.
+        const ready = mds.reduce((sum, md) => sum + (md.status?.readyReplicas ?? 0), 0);
+        if (ready >= entry.reservedReplicas) return undefined;
+        const names = mds.map((md) => md.metadata.name ?? '').sort();
+        return `MachineDeployment ${names.join(', ')}: ${ready} of ${entry.reservedReplicas} machines Ready`;
+      }),
+    );
+    return lines.filter((l): l is string => l !== undefined).sort();
+  }
+
+  private async reservedMachineDeployments(
+    ref: ClusterRef,
+    entry: RecordedCapacity,
+  ): Promise<MachineDeploymentObject[]> {
+    if (entry.scaledIn === 'topology') {
+      const list = (await this.custom.listNamespacedCustomObject({
+        group: CAPI_GROUP,
+        version: CAPI_VERSION,
+        plural: 'machinedeployments',
+        namespace: ref.namespace,
+        labelSelector: `${TOPOLOGY_DEPLOYMENT_NAME_LABEL}=${entry.machineDeployment},${CLUSTER_NAME_LABEL}=${ref.name}`,
+      })) as { items: MachineDeploymentObject[] };
+      return list.items;
+    }
+    try {
+      return [
+        (await this.custom.getNamespacedCustomObject({
+          group: CAPI_GROUP,
+          version: CAPI_VERSION,
+          plural: 'machinedeployments',
+          namespace: ref.namespace,
+          name: entry.machineDeployment,
+        })) as MachineDeploymentObject,
+      ];
+    } catch (err) {
+      if (isNotFound(err)) return [];
+      throw err;
+    }
   }
 
   /**

@@ -2,8 +2,11 @@
 // workload cluster (KWOK nodes, pods, PodDisruptionBudgets maintained by the
 // disruption controller) through the kubeconfig Secret of a Cluster API Cluster;
 // capacity reservation patches real v1beta2 Cluster and MachineDeployment objects.
+import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { KubeConfig } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
+import { KUBERNETES_API_UNREACHABLE, withStableFailures } from '../../src/activities/failures.ts';
 import { managementKubeConfig } from '../../src/activities/kube.ts';
 import { createUpgradeActivities, RESERVED_CAPACITY_ANNOTATION } from '../../src/activities/upgrade.ts';
 import type { HealthCheckInput } from '../../src/activities/upgrade-types.ts';
@@ -20,6 +23,7 @@ import {
   getCapiObject,
   kwokNode,
   managementApi,
+  mergePatch,
   patchCapiObject,
   podDisruptionBudget,
   setKubeletVersion,
@@ -341,6 +345,185 @@ describe('reserveCapacity / releaseCapacity', () => {
     ).rejects.toMatchObject({
       nonRetryable: true,
       type: 'InvalidCapacityCount',
+    });
+  });
+});
+
+// ---- reserved capacity readiness ----------------------------------------------------
+
+/** Writes a MachineDeployment's status.readyReplicas through the status subresource (CAPI's controller would). */
+async function setReadyReplicas(name: string, readyReplicas: number): Promise<void> {
+  await mg.custom.patchNamespacedCustomObjectStatus(
+    {
+      group: 'cluster.x-k8s.io',
+      version: 'v1beta2',
+      namespace: g,
+      plural: 'machinedeployments',
+      name,
+      body: { status: { readyReplicas } },
+    },
+    mergePatch,
+  );
+}
+
+describe('checkReservedCapacity', () => {
+  it('is ready when nothing is reserved', async () => {
+    const ref = { namespace: g, name: 'noreserve' };
+    await createCapiObject(mg.custom, capiCluster(ref.name, g, { topology: false }));
+    await createCapiObject(mg.custom, {
+      ...capiMachineDeployment('noreserve-md-0', g, { cluster: ref.name, replicas: 2 }),
+      status: { readyReplicas: 0 },
+    });
+    expect(await activities.checkReservedCapacity({ cluster: ref })).toEqual({ ready: true, pending: [] });
+  });
+
+  it('waits until every reserved MachineDeployment has its reserved replicas Ready', async () => {
+    const ref = { namespace: g, name: 'cap' };
+    await createCapiObject(
+      mg.custom,
+      capiCluster(ref.name, g, { machineDeployments: [{ name: 'md-0', replicas: 2 }] }),
+    );
+    await Promise.all([
+      createCapiObject(mg.custom, {
+        ...capiMachineDeployment('cap-md-0-q7x', g, { cluster: ref.name, replicas: 2, topologyName: 'md-0' }),
+        status: { readyReplicas: 2 },
+      }),
+      createCapiObject(mg.custom, {
+        ...capiMachineDeployment('cap-extra', g, { cluster: ref.name, replicas: 1 }),
+        status: { readyReplicas: 1 },
+      }),
+      // Another cluster's topology MachineDeployment of the same name: not this cluster's capacity.
+      createCapiObject(mg.custom, {
+        ...capiMachineDeployment('capother-md-0-z9z', g, { cluster: 'capother', replicas: 9, topologyName: 'md-0' }),
+        status: { readyReplicas: 9 },
+      }),
+    ]);
+    expect(await activities.reserveCapacity({ cluster: ref, count: 1 })).toEqual([
+      { machineDeployment: 'cap-extra', originalReplicas: 1, reservedReplicas: 2 },
+      { machineDeployment: 'md-0', originalReplicas: 2, reservedReplicas: 3 },
+    ]);
+
+    const notReady = {
+      ready: false,
+      pending: [
+        'MachineDeployment cap-extra: 1 of 2 machines Ready',
+        'MachineDeployment cap-md-0-q7x: 2 of 3 machines Ready',
+      ],
+    };
+    expect(await activities.checkReservedCapacity({ cluster: ref })).toEqual(notReady);
+    expect(await activities.checkReservedCapacity({ cluster: ref })).toEqual(notReady);
+
+    await setReadyReplicas('cap-md-0-q7x', 3);
+    expect(await activities.checkReservedCapacity({ cluster: ref })).toEqual({
+      ready: false,
+      pending: ['MachineDeployment cap-extra: 1 of 2 machines Ready'],
+    });
+    await setReadyReplicas('cap-extra', 2);
+    expect(await activities.checkReservedCapacity({ cluster: ref })).toEqual({ ready: true, pending: [] });
+
+    await activities.releaseCapacity({ cluster: ref });
+    expect(await activities.checkReservedCapacity({ cluster: ref })).toEqual({ ready: true, pending: [] });
+  });
+
+  it('reports a recorded MachineDeployment that no longer exists', async () => {
+    const ref = { namespace: g, name: 'capgone' };
+    await createCapiObject(mg.custom, capiCluster(ref.name, g, { topology: false }));
+    await patchCapiObject(mg.custom, 'Cluster', g, ref.name, {
+      metadata: {
+        annotations: {
+          [RESERVED_CAPACITY_ANNOTATION]: JSON.stringify([
+            {
+              machineDeployment: 'capgone-md-0',
+              originalReplicas: 1,
+              reservedReplicas: 2,
+              scaledIn: 'machineDeployment',
+            },
+            { machineDeployment: 'md-9', originalReplicas: 1, reservedReplicas: 2, scaledIn: 'topology' },
+          ]),
+        },
+      },
+    });
+    expect(await activities.checkReservedCapacity({ cluster: ref })).toEqual({
+      ready: false,
+      pending: ['MachineDeployment capgone-md-0: not found', 'MachineDeployment md-9: not found'],
+    });
+  });
+});
+
+// ---- stable failure messages ------------------------------------------------------------
+
+/** A loopback port nothing listens on: bound by a server, then closed again. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === 'string') throw new Error('no TCP port');
+  return address.port;
+}
+
+/** The `<cluster>-kubeconfig` Secret, pointing wherever the test says. */
+async function kubeconfigSecret(cluster: string, server: string, token: string): Promise<void> {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: cluster, server, skipTLSVerify: true }],
+    users: [{ name: 'admin', token }],
+    contexts: [{ name: cluster, cluster, user: 'admin' }],
+    currentContext: cluster,
+  });
+  await mg.core.createNamespacedSecret({
+    namespace: g,
+    body: {
+      metadata: { name: `${cluster}-kubeconfig`, namespace: g },
+      data: { value: Buffer.from(kc.exportConfig()).toString('base64') },
+    },
+  });
+}
+
+describe('failure messages (withStableFailures)', () => {
+  const stable = withStableFailures(activities);
+  const probe = (name: string) =>
+    stable.checkClusterHealth({
+      cluster: { namespace: g, name },
+      scope: 'pre',
+      criticalNamespaces: [],
+      blockingPdbPolicy: 'fail',
+    });
+
+  it('an unreachable workload cluster: retryable, names the address, no HTTP details', async () => {
+    const port = await closedPort();
+    await kubeconfigSecret('unreachable', `https://127.0.0.1:${port}`, 'irrelevant');
+    const err = await probe('unreachable').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApplicationFailure);
+    expect(err).toMatchObject({
+      message: expect.stringMatching(/cannot reach the Kubernetes API/),
+      type: KUBERNETES_API_UNREACHABLE,
+      nonRetryable: false,
+    });
+    const message = (err as ApplicationFailure).message;
+    expect(message).toBe(`cannot reach the Kubernetes API at 127.0.0.1:${port}: ECONNREFUSED`);
+    expect(message).not.toContain('Date');
+    // Deterministic: the same cause gives the same text.
+    expect(await probe('unreachable').catch((e: unknown) => (e as Error).message)).toBe(message);
+  });
+
+  it('a refused request: the status, without the response headers the raw error carries', async () => {
+    await kubeconfigSecret('badtoken', testbed().workloadServer, 'not-a-valid-token');
+    const raw = await activities
+      .checkClusterHealth({
+        cluster: { namespace: g, name: 'badtoken' },
+        scope: 'pre',
+        criticalNamespaces: [],
+        blockingPdbPolicy: 'fail',
+      })
+      .catch((e: unknown) => e);
+    // What used to reach the condition: the whole response, its Date header included.
+    expect(String((raw as Error).message)).toMatch(/date/i);
+    const err = await probe('badtoken').catch((e: unknown) => e);
+    expect(err).toMatchObject({
+      message: 'Kubernetes API answered HTTP 401 Unauthorized',
+      type: 'KubernetesApi401',
+      nonRetryable: true,
     });
   });
 });
