@@ -24,6 +24,7 @@ export const policyKeys = {
   maintenanceWindow: key('maintenanceWindow', 'maintenance-window'),
   commenceWithin: key('commenceWithin', 'commence-within'),
   capacityReservation: key('capacityReservation', 'capacity-reservation'),
+  capacityReadyTimeout: key('capacityReadyTimeout', 'capacity-ready-timeout'),
   pdbForceDrainTimeout: key('pdbForceDrainTimeout', 'pdb-force-drain-timeout'),
   criticalNamespaces: key('criticalNamespaces', 'critical-namespaces'),
   blockingPdbPolicy: key('blockingPdbPolicy', 'blocking-pdb-policy'),

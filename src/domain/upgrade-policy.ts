@@ -1,6 +1,7 @@
 // Upgrade policy for one cluster: built-in defaults ← ExtensionConfig
 // settings ← Cluster annotations. Plain JSON (it travels into workflows).
 // A bad value is an error naming the annotation or setting and the value.
+import { canonicalJson, fnv1a64 } from './canonical-json.ts';
 import { parseGoDuration } from './durations.ts';
 import { parseMaintenanceWindow } from './maintenance-window.ts';
 import { lookupPolicy, policyKeys, type PolicyKey, type PolicySources } from './policy-keys.ts';
@@ -14,6 +15,8 @@ export interface UpgradePolicy {
   commenceWithinMs?: number;
   /** Extra machines per MachineDeployment while workers upgrade; 0 = off. */
   capacityReservation: number;
+  /** How long the extra machines may take to become Ready before the upgrade fails (default 15m). */
+  capacityReadyTimeoutMs?: number;
   /** After this long, drains delete PDB-blocked pods instead of evicting them; unset = never. */
   pdbForceDrainTimeoutMs?: number;
   /** Namespaces whose pods must be running for a health check to pass. */
@@ -26,6 +29,7 @@ export interface UpgradePolicy {
 
 export const DEFAULT_UPGRADE_POLICY: UpgradePolicy = {
   capacityReservation: 0,
+  capacityReadyTimeoutMs: 15 * 60_000,
   criticalNamespaces: ['kube-system'],
   blockingPdbPolicy: 'warn',
   healthCheckTimeoutMs: 30 * 60_000,
@@ -84,6 +88,8 @@ export function resolveUpgradePolicy(sources: PolicySources): UpgradePolicyResul
         : problem('expected true, false or a machine count from 0 to 100');
     });
     if (reserve !== undefined) policy.capacityReservation = reserve;
+    const reserveReady = read(policyKeys.capacityReadyTimeout, duration(false));
+    if (reserveReady !== undefined) policy.capacityReadyTimeoutMs = reserveReady;
     const pdb = read(policyKeys.pdbForceDrainTimeout, duration(true));
     if (pdb !== undefined) policy.pdbForceDrainTimeoutMs = pdb;
     const namespaces = read(policyKeys.criticalNamespaces, (v) => {
@@ -106,4 +112,9 @@ export function resolveUpgradePolicy(sources: PolicySources): UpgradePolicyResul
     throw err;
   }
   return { ok: true, policy };
+}
+
+/** Identifies a resolved policy: the api signals a running upgrade only when this changes. */
+export function policyHash(policy: UpgradePolicy): string {
+  return fnv1a64(canonicalJson(policy));
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { parseMaintenanceWindow, windowState } from '../../src/domain/maintenance-window.ts';
-import { DEFAULT_UPGRADE_POLICY, resolveUpgradePolicy } from '../../src/domain/upgrade-policy.ts';
+import { DEFAULT_UPGRADE_POLICY, policyHash, resolveUpgradePolicy } from '../../src/domain/upgrade-policy.ts';
 import { formatDuration } from '../../src/domain/durations.ts';
 
 const P = 'upgrades.capi-orchestrator.io/';
@@ -33,6 +33,7 @@ describe('resolveUpgradePolicy', () => {
         maintenanceWindow: 'Sat,Sun 02:00 4h',
         commenceWithinMs: 2 * 3_600_000,
         capacityReservation: 1,
+        capacityReadyTimeoutMs: 15 * 60_000,
         pdbForceDrainTimeoutMs: 15 * 60_000,
         criticalNamespaces: ['kube-system', 'ingress'],
         blockingPdbPolicy: 'fail',
@@ -102,5 +103,22 @@ describe('maintenance windows', () => {
       '1s',
       '0s',
     ]);
+  });
+});
+
+describe('policyHash', () => {
+  const resolve = (annotations: Record<string, string>, settings: Record<string, string> = {}) => {
+    const r = resolveUpgradePolicy({ annotations, settings });
+    if (!r.ok) throw new Error(r.message);
+    return r.policy;
+  };
+  it('is the same for the same policy however it was spelled, and differs when a value changes', () => {
+    const a = resolve({ 'upgrades.capi-orchestrator.io/upgrade-at': '2026-12-01T02:00:00Z' });
+    const b = resolve({}, { upgradeAt: '2026-12-01T02:00:00+00:00' });
+    expect(policyHash(a)).toBe(policyHash(b));
+    expect(policyHash(a)).toMatch(/^[0-9a-f]{16}$/);
+    const c = resolve({ 'upgrades.capi-orchestrator.io/upgrade-at': '2026-12-01T03:00:00Z' });
+    expect(policyHash(c)).not.toBe(policyHash(a));
+    expect(policyHash(resolve({}))).toBe(policyHash({ ...DEFAULT_UPGRADE_POLICY }));
   });
 });

@@ -1,0 +1,304 @@
+// One function per step of a cluster upgrade, each the work behind one hook's
+// gate. A step returns true when its gate may open, false when it failed (the
+// state is then Failed) or was interrupted; an abort cancels it, activities
+// in flight included. Expected errors never escape: they become `fail()`.
+import { ActivityFailure, CancellationScope, isCancellation, proxyActivities } from '@temporalio/workflow';
+import type {
+  CapacityReadiness,
+  HealthReport,
+  HealthScope,
+  UpgradeActivities,
+} from '../../activities/upgrade-types.ts';
+import { formatDuration } from '../../domain/durations.ts';
+import { parseMaintenanceWindow, windowState } from '../../domain/maintenance-window.ts';
+import type { HookCall, UpgradeCondition } from '../../model/cluster-upgrade.ts';
+import { iso, type UpgradeState } from './state.ts';
+
+// Probes are short and repeated by the workflow itself: few retries each, a heartbeat so an
+// abort reaches a probe stuck on an unreachable cluster.
+const probes = proxyActivities<UpgradeActivities>({
+  startToCloseTimeout: '1 minute',
+  heartbeatTimeout: '10 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 3 },
+});
+// Changes to the management cluster: retried longer, then the upgrade fails (and can be retried).
+const changes = proxyActivities<UpgradeActivities>({
+  startToCloseTimeout: '2 minutes',
+  heartbeatTimeout: '30 seconds',
+  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 8 },
+});
+
+const PROBE_INITIAL_MS = 2_000;
+const PROBE_MAX_MS = 30_000;
+const DEFAULT_CAPACITY_READY_TIMEOUT_MS = 15 * 60_000;
+
+/** The stable text of an activity's failure: its cause's message (activities raise only stable ones). */
+export function failureCause(err: unknown): string {
+  let e: unknown = err;
+  while (e instanceof ActivityFailure && e.cause) e = e.cause;
+  return e instanceof Error && e.message ? e.message : 'unknown error';
+}
+
+/** An expected error (not a cancellation, not a bug) from a step's activity. */
+function expected(err: unknown): err is ActivityFailure {
+  return err instanceof ActivityFailure && !isCancellation(err);
+}
+
+/** Scheduled + PreHealthCheck: the gate of BeforeClusterUpgrade. Re-reads the policy whenever it changes. */
+export async function beginUpgrade(s: UpgradeState, call: HookCall): Promise<boolean> {
+  const status = s.status;
+  const firstSeen = Date.parse(status.startTime);
+  for (;;) {
+    const policy = status.policy;
+    const notBefore = policy.upgradeAtMs ?? firstSeen;
+    const deadline = policy.commenceWithinMs !== undefined ? notBefore + policy.commenceWithinMs : undefined;
+    const window = policy.maintenanceWindow ? parseMaintenanceWindow(policy.maintenanceWindow) : undefined;
+    const now = Date.now();
+    if (deadline !== undefined && now >= deadline) {
+      const reason = `the upgrade could not start within ${formatDuration(policy.commenceWithinMs ?? 0)} of ${iso(notBefore)}`;
+      s.setCondition(status.conditions, 'Scheduled', 'False', 'CommenceWithinExpired', reason);
+      s.fail(call, reason);
+      return false;
+    }
+    let waitUntil: number | undefined;
+    let waitingFor = '';
+    if (now < notBefore) {
+      waitUntil = notBefore;
+      waitingFor = `waiting for upgradeAt ${iso(notBefore)}`;
+    } else if (window?.ok) {
+      const state = windowState(now, window.window);
+      if (!state.open) {
+        waitUntil = state.opensAt;
+        waitingFor = `waiting for the maintenance window "${window.window.text}" (opens ${iso(state.opensAt)})`;
+      }
+    }
+    if (waitUntil === undefined) {
+      s.setCondition(status.conditions, 'Scheduled', 'True', 'StartAllowed', `started at or after ${iso(notBefore)}`);
+      break;
+    }
+    s.setCondition(status.conditions, 'Scheduled', 'False', 'Waiting', waitingFor);
+    s.setGate(call, 'Waiting', `${call.hook} ${call.version}: ${waitingFor}`);
+    await s.wait(Math.min(waitUntil, deadline ?? Infinity) - now);
+    if (s.interrupted()) return false;
+  }
+  s.setPhase('Upgrading');
+  s.setGate(call, 'Waiting', `${call.hook} ${call.version}: running the pre-upgrade health check`);
+  return await probeUntilHealthy(s, call, 'pre', status.conditions, 'PreHealthCheck');
+}
+
+/** Waits until the maintenance window (if any) is open; false when interrupted. */
+export async function awaitWindow(s: UpgradeState, call: HookCall): Promise<boolean> {
+  for (;;) {
+    const text = s.status.policy.maintenanceWindow;
+    const parsed = text ? parseMaintenanceWindow(text) : undefined;
+    if (!parsed?.ok) return true; // none, or refused by the api before it got here
+    const state = windowState(Date.now(), parsed.window);
+    if (state.open) return true;
+    s.setGate(
+      call,
+      'Waiting',
+      `${call.hook} ${call.version}: waiting for the maintenance window "${parsed.window.text}" (opens ${iso(state.opensAt)})`,
+    );
+    await s.wait(state.opensAt - Date.now());
+    if (s.interrupted()) return false;
+  }
+}
+
+/** One probe; a probe that could not run (cluster unreachable, API errors) counts as unhealthy. */
+async function probe(s: UpgradeState, scope: HealthScope, version: string): Promise<HealthReport> {
+  const policy = s.status.policy;
+  try {
+    return await probes.checkClusterHealth({
+      cluster: s.status.cluster,
+      scope,
+      ...(scope === 'pre' ? {} : { version }),
+      criticalNamespaces: policy.criticalNamespaces,
+      blockingPdbPolicy: policy.blockingPdbPolicy,
+    });
+  } catch (err) {
+    if (!expected(err)) throw err;
+    const summary = `the health check could not run: ${failureCause(err)}`;
+    return { healthy: false, summary, findings: [summary], warnings: [] };
+  }
+}
+
+/** Probes until healthy; false when it failed (the upgrade is then Failed) or was interrupted. */
+export async function probeUntilHealthy(
+  s: UpgradeState,
+  call: HookCall,
+  scope: HealthScope,
+  conditions: UpgradeCondition[],
+  type: string,
+): Promise<boolean> {
+  const started = Date.now();
+  let delay = PROBE_INITIAL_MS;
+  const what =
+    scope === 'pre'
+      ? 'pre-upgrade health check'
+      : `${scope === 'post' ? 'post-upgrade' : scope} health check at ${call.version}`;
+  for (;;) {
+    const report = await probe(s, scope, call.version);
+    if (report.healthy) {
+      s.setCondition(
+        conditions,
+        type,
+        'True',
+        'Passed',
+        report.warnings.length ? `passed with warnings: ${report.warnings.join('; ')}` : report.summary,
+        true,
+      );
+      return true;
+    }
+    s.setCondition(conditions, type, 'False', 'Waiting', report.summary, true);
+    // Read each time: a changed health-check-timeout applies while the gate waits.
+    const timeout = s.status.policy.healthCheckTimeoutMs;
+    if (Date.now() - started >= timeout) {
+      s.fail(call, `${what} did not pass within ${formatDuration(timeout)}: ${report.summary}`);
+      return false;
+    }
+    s.setGate(call, 'Waiting', `${call.hook} ${call.version}: waiting for the ${what}: ${report.summary}`);
+    await s.wait(Math.min(delay, started + timeout - Date.now()));
+    if (s.interrupted()) return false;
+    delay = Math.min(delay * 2, PROBE_MAX_MS);
+  }
+}
+
+/** Seed 004's capacity reservation: scale MachineDeployments up, then wait for the extra nodes. */
+export async function reserveCapacity(s: UpgradeState, call: HookCall): Promise<boolean> {
+  const status = s.status;
+  const count = status.policy.capacityReservation;
+  s.setGate(call, 'Waiting', `${call.hook} ${call.version}: scaling up MachineDeployments by ${count}`);
+  try {
+    status.reservedCapacity = await changes.reserveCapacity({ cluster: status.cluster, count });
+  } catch (err) {
+    if (!expected(err)) throw err;
+    s.fail(call, `capacity reservation failed: ${failureCause(err)}`);
+    return false;
+  }
+  const reserved = status.reservedCapacity
+    .map((r) => `${r.machineDeployment} ${r.originalReplicas}→${r.reservedReplicas}`)
+    .join(', ');
+  if (status.reservedCapacity.length === 0) {
+    s.setCondition(status.conditions, 'ScaleUpExtraNodes', 'True', 'Reserved', 'nothing (no MachineDeployments)');
+    return true;
+  }
+  s.setCondition(status.conditions, 'ScaleUpExtraNodes', 'Unknown', 'WaitingForNodes', `reserved ${reserved}`);
+  const started = Date.now();
+  let delay = PROBE_INITIAL_MS;
+  for (;;) {
+    let readiness: CapacityReadiness;
+    try {
+      readiness = await probes.checkReservedCapacity({ cluster: status.cluster });
+    } catch (err) {
+      if (!expected(err)) throw err;
+      readiness = { ready: false, pending: [`readiness could not be read: ${failureCause(err)}`] };
+    }
+    if (readiness.ready) break;
+    const timeout = status.policy.capacityReadyTimeoutMs ?? DEFAULT_CAPACITY_READY_TIMEOUT_MS;
+    const pending = readiness.pending.join('; ');
+    if (Date.now() - started >= timeout) {
+      s.fail(call, `the extra machines were not Ready within ${formatDuration(timeout)}: ${pending}`);
+      return false;
+    }
+    s.setGate(call, 'Waiting', `${call.hook} ${call.version}: waiting for the extra machines: ${pending}`);
+    await s.wait(Math.min(delay, started + timeout - Date.now()));
+    if (s.interrupted()) return false;
+    delay = Math.min(delay * 2, PROBE_MAX_MS);
+  }
+  s.setCondition(status.conditions, 'ScaleUpExtraNodes', 'True', 'Reserved', `reserved ${reserved}`);
+  return true;
+}
+
+/**
+ * Scales reserved MachineDeployments back, exactly once per reservation, whatever ended the
+ * upgrade: runs to the end even when an abort arrives meanwhile.
+ */
+export async function releaseCapacity(s: UpgradeState): Promise<void> {
+  const status = s.status;
+  if (status.reservedCapacity.length === 0) return;
+  await CancellationScope.nonCancellable(async () => {
+    try {
+      await changes.releaseCapacity({ cluster: status.cluster });
+    } catch (err) {
+      if (!expected(err)) throw err;
+      // Leave the record in place: the next release (retry, resume or the end) repeats it.
+      s.setCondition(
+        status.conditions,
+        'RemoveExtraNodes',
+        'False',
+        'ReleaseFailed',
+        `could not scale back: ${failureCause(err)}`,
+      );
+      return;
+    }
+    s.setCondition(
+      status.conditions,
+      'RemoveExtraNodes',
+      'True',
+      'Released',
+      `released ${status.reservedCapacity.map((r) => `${r.machineDeployment} ${r.reservedReplicas}→${r.originalReplicas}`).join(', ')}`,
+    );
+    status.reservedCapacity = [];
+  });
+}
+
+/** Runs one call's step; true when its gate opened. */
+export async function runStep(s: UpgradeState, call: HookCall): Promise<boolean> {
+  const status = s.status;
+  switch (call.hook) {
+    case 'BeforeClusterUpgrade':
+      if (!(await beginUpgrade(s, call))) return false;
+      break;
+    case 'BeforeControlPlaneUpgrade': {
+      if (!(await awaitWindow(s, call))) return false;
+      const entry = s.versionEntry(call.version);
+      s.setCondition(
+        entry.conditions,
+        'ControlPlaneUpgraded',
+        'Unknown',
+        'Upgrading',
+        `control plane upgrading to ${call.version}`,
+      );
+      break;
+    }
+    case 'AfterControlPlaneUpgrade': {
+      const entry = s.versionEntry(call.version);
+      if (!(await probeUntilHealthy(s, call, 'control-plane', entry.conditions, 'ControlPlaneUpgraded'))) return false;
+      break;
+    }
+    case 'BeforeWorkersUpgrade': {
+      if (!(await awaitWindow(s, call))) return false;
+      if (status.policy.capacityReservation > 0 && status.reservedCapacity.length === 0) {
+        if (!(await reserveCapacity(s, call))) return false;
+      }
+      const entry = s.versionEntry(call.version);
+      s.setCondition(
+        entry.conditions,
+        'WorkersUpgraded',
+        'Unknown',
+        'Upgrading',
+        `workers upgrading to ${call.version}`,
+      );
+      break;
+    }
+    case 'AfterWorkersUpgrade': {
+      const entry = s.versionEntry(call.version);
+      if (!(await probeUntilHealthy(s, call, 'workers', entry.conditions, 'WorkersUpgraded'))) return false;
+      break;
+    }
+    case 'AfterClusterUpgrade': {
+      if (!(await probeUntilHealthy(s, call, 'post', status.conditions, 'PostHealthCheck'))) return false;
+      await releaseCapacity(s);
+      const now = iso(Date.now());
+      for (const e of status.history) {
+        e.phase = 'Upgraded';
+        e.completeTime ??= now;
+      }
+      status.completeTime = now;
+      s.setPhase('Upgraded');
+      break;
+    }
+  }
+  s.setGate(call, 'Open', `${call.hook} ${call.version}: done`);
+  return true;
+}
