@@ -2,6 +2,7 @@
 // Temporal worker, ROLE=all (the default) both. SIGTERM/SIGINT drain both.
 import { Client, Connection } from '@temporalio/client';
 import { Runtime, type Worker } from '@temporalio/worker';
+import { BackgroundRecorder } from './api/background-recorder.ts';
 import { createClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
 import { HookRegistry } from './api/registry.ts';
 import { createInPlaceHandlers } from './api/machine-updates.ts';
@@ -31,13 +32,20 @@ export async function run(config: AppConfig): Promise<Running> {
     (err: unknown) =>
       console.error(`could not register search attributes (filters in the Web UI need them): ${String(err)}`),
   );
+  // Lifecycle events recorded off the request path; dropped on stop (CAPI calls again if it cares).
+  const recorder = new BackgroundRecorder({
+    log: {
+      warn: (obj, msg) => console.error(msg, JSON.stringify(obj)),
+      error: (obj, msg) => console.error(msg, JSON.stringify(obj)),
+    },
+  });
   if (config.role === 'api' || config.role === 'all') {
     hookServer = await startHookServer({
       server: config.server,
       logLevel: config.logLevel,
       app: {
         registry: new HookRegistry(config.handlers),
-        lifecycle: createClusterUpgradeHandlers({ client, taskQueue: config.temporal.taskQueue }),
+        lifecycle: createClusterUpgradeHandlers({ client, taskQueue: config.temporal.taskQueue, recorder }),
         upgradePlan: upgradePlanHandlers,
         inPlace: createInPlaceHandlers({ client, taskQueue: config.temporal.taskQueue }),
       },
@@ -57,6 +65,7 @@ export async function run(config: AppConfig): Promise<Running> {
     async stop() {
       // Stop taking hook calls first, then let running activities finish.
       await hookServer?.close();
+      recorder.close();
       if (worker && worker.getState() === 'RUNNING') worker.shutdown();
       await workerDone;
       await connection.close();

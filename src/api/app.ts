@@ -5,6 +5,7 @@
 import type { FastifyError, FastifyInstance, FastifyPluginAsync } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ServerConfig } from '../config.ts';
+import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from '../model/cluster-upgrade.ts';
 import { HttpError } from './errors.ts';
 import type { HookRouteOptions } from './hook-route.ts';
 import type { HookRegistry } from './registry.ts';
@@ -39,6 +40,11 @@ function errorBody(statusCode: number, message: string, field?: string): ErrorBo
   return { error: reasons[statusCode] ?? 'InternalServerError', message, ...(field ? { field } : {}) };
 }
 
+const namePatterns: Record<string, string> = {
+  [DNS1123_LABEL.source]: 'a DNS-1123 label (lowercase letters, digits and "-", at most 63 characters)',
+  [DNS1123_SUBDOMAIN.source]: 'a DNS-1123 subdomain (lowercase letters, digits, "-" and ".", at most 253 characters)',
+};
+
 /** `/cluster/metadata/name` → `cluster.metadata.name`; ajv's missingProperty is appended. */
 function fieldOf(instancePath: string, missing?: unknown): string {
   const parts = instancePath.split('/').filter(Boolean);
@@ -51,6 +57,10 @@ function validationMessage(error: FastifyError): { message: string; field: strin
   if (!first) return { message: error.message, field: 'body' };
   const field = fieldOf(first.instancePath, first.params.missingProperty);
   if (first.keyword === 'required') return { message: `${field}: required field is missing`, field };
+  if (first.keyword === 'pattern') {
+    const expected = namePatterns[String(first.params.pattern)];
+    if (expected) return { message: `${field}: must be ${expected}`, field };
+  }
   if (first.keyword === 'const')
     return { message: `${field}: must be ${JSON.stringify(first.params.allowedValue)}`, field };
   return { message: `${field}: ${first.message ?? 'is invalid'}`, field };

@@ -1,34 +1,40 @@
-// Lifecycle hooks backed by the cluster upgrade workflow. A call reads the
-// workflow's memo (describe: no history, no worker needed) and answers from
-// the gate it finds; only a call that brings something new reaches the
-// workflow, as a `recordHook` update whose validator rejects repeats.
-// Every Temporal call runs under the hook's own deadline.
+// Lifecycle hooks backed by the cluster upgrade workflow. A call describes the
+// upgrade's run (no history, no worker needed) and answers from what it finds:
+//   - a running run: its memo (halted → Failure; a gate → its answer); only a
+//     call that brings something new reaches the workflow, as a `recordHook`
+//     update whose validator rejects repeats, and a changed policy as one
+//     `updatePolicy` signal;
+//   - a run whose workflow task keeps failing (a bug): Failure naming the run;
+//   - a closed run: completed for this target → Success; closed any other way
+//     (terminated, failed, timed out, cancelled, ended by a deletion) or gone
+//     (past retention) → a fresh run for this call, recording the old run id.
+// BeforeClusterCreate and AfterControlPlaneInitialized never wait on Temporal.
 import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
   type Client,
-  type WorkflowExecutionDescription,
 } from '@temporalio/client';
-import { resolveUpgradePolicy, type UpgradePolicy } from '../domain/upgrade-policy.ts';
+import proto from '@temporalio/proto';
+import { policyHash, resolveUpgradePolicy, type UpgradePolicy } from '../domain/upgrade-policy.ts';
 import { tryParseVersion } from '../domain/versions.ts';
 import {
-  abortSignal,
   CLUSTER_UPGRADE_MEMO_KEY,
   clusterUpgradeWorkflowId,
   gateKey,
   queuedGate,
-  recordHookUpdate,
   type ClusterRef,
   type ClusterUpgradeInput,
   type ClusterUpgradeMemo,
   type Gate,
   type HookCall,
   type UpgradeHook,
-} from '../workflows/messages.ts';
+} from '../model/cluster-upgrade.ts';
+import { abortSignal, recordHookUpdate, updatePolicySignal } from '../workflows/messages.ts';
 import { ClusterName, ClusterNamespace, TargetVersion, UpgradePhase } from '../workflows/search-attributes.ts';
+import { BackgroundRecorder } from './background-recorder.ts';
 import type { Cluster } from './contract.ts';
-import { HookFailure } from './errors.ts';
+import { HookFailure, HttpError } from './errors.ts';
 import type { HookContext, HookImplementation } from './hook-route.ts';
 import type { LifecycleHandlers } from './routes/lifecycle.ts';
 import { withinDeadline } from './temporal-calls.ts';
@@ -36,12 +42,22 @@ import { withinDeadline } from './temporal-calls.ts';
 export interface ClusterUpgradeBackendOptions {
   client: Client;
   taskQueue: string;
+  /** Where BeforeClusterCreate / AfterControlPlaneInitialized are recorded (default: one of our own). */
+  recorder?: BackgroundRecorder;
+  log?: ConstructorParameters<typeof BackgroundRecorder>[0]['log'];
 }
 
 type RetryResult = { status: 'Success' | 'Failure'; message?: string; retryAfterSeconds: number };
 
-function clusterRef(cluster: Cluster): ClusterRef {
-  return { namespace: cluster.metadata.namespace, name: cluster.metadata.name };
+// A CommonJS package: under native ESM only its default export is visible.
+const EventType = proto.temporal.api.enums.v1.EventType;
+
+/** The identity an upgrade is keyed by: namespace, name and uid (a recreated cluster is another one). */
+function clusterRef(cluster: Cluster): Required<ClusterRef> {
+  const uid = cluster.metadata.uid;
+  if (!uid)
+    throw new HttpError(400, 'cluster.metadata.uid is required: the upgrade is keyed by it', 'cluster.metadata.uid');
+  return { namespace: cluster.metadata.namespace, name: cluster.metadata.name, uid };
 }
 
 function answer(gate: Gate): RetryResult {
@@ -50,35 +66,74 @@ function answer(gate: Gate): RetryResult {
   return { status: 'Success', message: gate.message, retryAfterSeconds: Math.max(1, gate.retryAfterSeconds) };
 }
 
+const failure = (message: string): RetryResult => ({ status: 'Failure', message, retryAfterSeconds: 0 });
+
 function requireVersion(field: string, value: string): string {
   if (!tryParseVersion(value).ok)
     throw new HookFailure(`${field} ${JSON.stringify(value)} is not a Kubernetes version`);
   return value;
 }
 
+/** What one describe tells a hook about the upgrade's current run. */
+interface RunView {
+  runId: string;
+  running: boolean;
+  /** COMPLETED, TERMINATED, FAILED, TIMED_OUT, CANCELLED, CONTINUED_AS_NEW, RUNNING. */
+  status: string;
+  memo?: ClusterUpgradeMemo;
+  /** The pending workflow task is a retry: the last one failed or timed out. */
+  workflowTaskRetrying: boolean;
+}
+
 export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions): LifecycleHandlers {
   const { client, taskQueue } = opts;
+  const log = opts.log ?? { warn: () => {}, error: () => {} };
+  const recorder = opts.recorder ?? new BackgroundRecorder({ log });
 
-  const readMemo = async (workflowId: string): Promise<{ memo?: ClusterUpgradeMemo; running: boolean } | undefined> => {
-    let description: WorkflowExecutionDescription;
+  const describeRun = async (workflowId: string): Promise<RunView | undefined> => {
     try {
-      description = await client.workflow.getHandle(workflowId).describe();
+      const d = await client.workflow.getHandle(workflowId).describe();
+      const memo = d.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
+      return {
+        runId: d.runId,
+        running: d.status.name === 'RUNNING',
+        status: d.status.name,
+        ...(memo ? { memo } : {}),
+        workflowTaskRetrying: (d.raw.pendingWorkflowTask?.attempt ?? 1) > 1,
+      };
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) return undefined;
       throw err;
     }
-    const memo = description.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
-    return { ...(memo ? { memo } : {}), running: description.status.name === 'RUNNING' };
   };
 
-  const start = async (cluster: ClusterRef, call: HookCall): Promise<Gate> => {
-    const input: ClusterUpgradeInput = { cluster, firstCall: call };
+  /** A retried workflow task after a failed one (not a timeout, as after a worker crash) is a bug in the workflow. */
+  const workflowTaskFailed = async (workflowId: string, runId: string): Promise<boolean> => {
+    const res = await client.workflowService.getWorkflowExecutionHistoryReverse({
+      namespace: client.options.namespace,
+      execution: { workflowId, runId },
+      maximumPageSize: 20,
+    });
+    for (const event of res.history?.events ?? []) {
+      if (event.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) return true;
+      if (
+        event.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED ||
+        event.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+      )
+        return false;
+    }
+    return false;
+  };
+
+  const start = async (cluster: Required<ClusterRef>, call: HookCall, previousRunId?: string): Promise<Gate> => {
+    const input: ClusterUpgradeInput = { cluster, firstCall: call, ...(previousRunId ? { previousRunId } : {}) };
     await client.workflow.start('clusterUpgradeWorkflow', {
       workflowId: clusterUpgradeWorkflowId(cluster),
       taskQueue,
       args: [input],
       // Two api replicas seeing the same first call start one workflow.
       workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
       typedSearchAttributes: [
         { key: ClusterNamespace, value: cluster.namespace },
         { key: ClusterName, value: cluster.name },
@@ -89,28 +144,42 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     return queuedGate(call);
   };
 
-  const upgradeHook = async (cluster: ClusterRef, call: HookCall, ctx: HookContext): Promise<RetryResult> =>
+  const upgradeHook = async (cluster: Required<ClusterRef>, call: HookCall, ctx: HookContext): Promise<RetryResult> =>
     await withinDeadline(client, ctx, async () => {
       const workflowId = clusterUpgradeWorkflowId(cluster);
       const key = gateKey(call.hook, call.version);
-      const found = await readMemo(workflowId);
-      const memo = found?.memo;
+      const run = await describeRun(workflowId);
+      if (!run) return answer(await start(cluster, call));
+      const memo = run.memo;
+      if (!run.running) {
+        if (run.status === 'COMPLETED' && memo?.phase === 'Upgraded' && memo.targetVersion === call.targetVersion)
+          return { status: 'Success', message: `upgrade to ${memo.targetVersion} completed`, retryAfterSeconds: 0 };
+        // A finished upgrade to another target is the past; any other close must not be answered from.
+        const replaced = run.status === 'COMPLETED' && memo?.phase === 'Upgraded' ? undefined : run.runId;
+        return answer(await start(cluster, call, replaced));
+      }
+      if (run.workflowTaskRetrying && (await workflowTaskFailed(workflowId, run.runId)))
+        return failure(`internal error in workflow ${workflowId}, see run ${run.runId}`);
       if (memo && memo.targetVersion === call.targetVersion) {
+        if (call.policyHash && memo.policyHash && call.policyHash !== memo.policyHash) {
+          // Changed annotations or settings: one signal, then the memo carries the new hash.
+          await client.workflow
+            .getHandle(workflowId, run.runId)
+            .signal(updatePolicySignal, { policy: call.policy, policyHash: call.policyHash });
+        }
+        if (memo.halted) return failure(memo.halted);
         const gate = memo.gates[key];
         if (gate) return answer(gate);
-        if (!found.running && memo.phase === 'Upgraded') {
-          return { status: 'Success', message: `upgrade to ${memo.targetVersion} completed`, retryAfterSeconds: 0 };
-        }
       }
-      if (!found?.running) return answer(await start(cluster, call));
       try {
         const gate = await client.workflow.getHandle(workflowId).executeUpdate(recordHookUpdate, { args: [call] });
         return answer(gate);
       } catch (err) {
         // Rejected as a repeat: another replica recorded it first. The memo has it (or soon will).
         if (err instanceof WorkflowUpdateFailedError) {
-          const again = (await readMemo(workflowId))?.memo?.gates[key];
-          return answer(again ?? queuedGate(call));
+          const again = (await describeRun(workflowId))?.memo;
+          if (again?.halted) return failure(again.halted);
+          return answer(again?.gates[key] ?? queuedGate(call));
         }
         throw err;
       }
@@ -142,6 +211,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     <H extends UpgradeHook>(hook: H): HookImplementation<H> =>
     async (request, ctx) => {
       const r = request as unknown as UpgradeHookRequest;
+      const ref = clusterRef(r.cluster);
       const before = hook.startsWith('Before');
       const version = before
         ? requireVersion('toKubernetesVersion', r.toKubernetesVersion ?? '')
@@ -150,6 +220,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       // The cluster-wide hooks name the whole upgrade's target; step hooks take it from the Cluster.
       const target =
         hook === 'BeforeClusterUpgrade' || hook === 'AfterClusterUpgrade' ? version : targetOf(r.cluster, version);
+      const policy = policyFor(r, ctx);
       const call: HookCall = {
         hook,
         version,
@@ -157,41 +228,44 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
         ...(before && r.fromKubernetesVersion ? { fromVersion: r.fromKubernetesVersion } : {}),
         controlPlaneUpgrades: steps(r.controlPlaneUpgrades),
         workersUpgrades: steps(r.workersUpgrades),
-        policy: policyFor(r, ctx),
+        policy,
+        policyHash: policyHash(policy),
       };
-      return (await upgradeHook(clusterRef(r.cluster), call, ctx)) as Awaited<ReturnType<HookImplementation<H>>>;
+      return (await upgradeHook(ref, call, ctx)) as Awaited<ReturnType<HookImplementation<H>>>;
     };
 
-  /** Best effort: a lifecycle event is history, never a reason to hold a cluster back. */
-  const recordEvent = async (hook: string, cluster: Cluster, ctx: HookContext): Promise<void> => {
+  /** Off the request path: a lifecycle event is history, never a reason to hold a cluster back. */
+  const recordEvent = (hook: string, cluster: Cluster): void => {
     const ref = clusterRef(cluster);
-    try {
-      await withinDeadline(client, ctx, () =>
-        client.workflow.start('clusterEventWorkflow', {
-          workflowId: `cluster-event/${ref.namespace}/${ref.name}/${hook}/${(cluster.metadata as { uid?: string }).uid ?? 'no-uid'}`,
-          taskQueue,
-          args: [
-            {
-              cluster: ref,
-              hook,
-              ...(cluster.spec?.topology?.version ? { kubernetesVersion: cluster.spec.topology.version } : {}),
-            },
-          ],
-          workflowIdReusePolicy: 'REJECT_DUPLICATE',
-          typedSearchAttributes: [
-            { key: ClusterNamespace, value: ref.namespace },
-            { key: ClusterName, value: ref.name },
-          ],
-        }),
-      );
-    } catch (err) {
-      if (!(err instanceof WorkflowExecutionAlreadyStartedError))
-        ctx.log.warn({ hook, err: String(err) }, 'could not record cluster event');
-    }
+    const workflowId = `cluster-event/${ref.namespace}/${ref.name}/${hook}/${ref.uid}`;
+    recorder.record(workflowId, async (deadline) => {
+      try {
+        await client.connection.withDeadline(deadline, () =>
+          client.workflow.start('clusterEventWorkflow', {
+            workflowId,
+            taskQueue,
+            args: [
+              {
+                cluster: ref,
+                hook,
+                ...(cluster.spec?.topology?.version ? { kubernetesVersion: cluster.spec.topology.version } : {}),
+              },
+            ],
+            workflowIdReusePolicy: 'REJECT_DUPLICATE',
+            typedSearchAttributes: [
+              { key: ClusterNamespace, value: ref.namespace },
+              { key: ClusterName, value: ref.name },
+            ],
+          }),
+        );
+      } catch (err) {
+        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      }
+    });
   };
 
   const beforeClusterDelete: HookImplementation<'BeforeClusterDelete'> = async (request, ctx) => {
-    const ref = clusterRef(request.cluster);
+    const ref = { namespace: request.cluster.metadata.namespace, name: request.cluster.metadata.name };
     return await withinDeadline(client, ctx, async () => {
       const query = `${ClusterNamespace.name} = ${JSON.stringify(ref.namespace)} AND ${ClusterName.name} = ${JSON.stringify(ref.name)} AND ExecutionStatus = "Running"`;
       const running: string[] = [];
@@ -216,12 +290,12 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
   };
 
   return {
-    BeforeClusterCreate: async (request, ctx) => {
-      await recordEvent('BeforeClusterCreate', request.cluster, ctx);
+    BeforeClusterCreate: async (request) => {
+      recordEvent('BeforeClusterCreate', request.cluster);
       return { status: 'Success', retryAfterSeconds: 0 };
     },
-    AfterControlPlaneInitialized: async (request, ctx) => {
-      await recordEvent('AfterControlPlaneInitialized', request.cluster, ctx);
+    AfterControlPlaneInitialized: async (request) => {
+      recordEvent('AfterControlPlaneInitialized', request.cluster);
       return { status: 'Success' };
     },
     BeforeClusterUpgrade: upgradeHookHandler('BeforeClusterUpgrade'),

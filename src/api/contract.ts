@@ -5,6 +5,7 @@
 // open (additionalProperties) because CAPI sends whole Cluster/Machine objects
 // whose fields grow between releases; only what we read is required.
 import { Type, type Static, type TSchema } from 'typebox';
+import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from '../model/cluster-upgrade.ts';
 
 export const HOOKS_API_VERSION = 'hooks.runtime.cluster.x-k8s.io/v1alpha1';
 export const HOOKS_PATH_PREFIX = `/${HOOKS_API_VERSION}`;
@@ -12,10 +13,12 @@ export const HOOKS_PATH_PREFIX = `/${HOOKS_API_VERSION}`;
 const open = { additionalProperties: true } as const;
 const NonEmpty = Type.String({ minLength: 1 });
 
+// Kubernetes names: validated here so workflow ids built from them are unambiguous (neither holds `/`).
 const ObjectMeta = Type.Object(
   {
-    name: NonEmpty,
-    namespace: NonEmpty,
+    name: Type.String({ pattern: DNS1123_SUBDOMAIN.source }),
+    namespace: Type.String({ pattern: DNS1123_LABEL.source }),
+    uid: Type.Optional(NonEmpty),
     labels: Type.Optional(Type.Record(Type.String(), Type.String())),
     annotations: Type.Optional(Type.Record(Type.String(), Type.String())),
   },

@@ -15,6 +15,7 @@ import {
   type HookResponse,
   type HookResult,
 } from './contract.ts';
+import { capiMessage } from '../model/cluster-upgrade.ts';
 import { hookBudgetMs, parseGoDuration } from './deadline.ts';
 import { BackendUnavailable, HookFailure, HttpError } from './errors.ts';
 import type { HookRegistry } from './registry.ts';
@@ -41,6 +42,10 @@ export interface HookRouteOptions {
   /** retryAfterSeconds for blocking hooks while the backend is unavailable. */
   unavailableRetryAfterSeconds: number;
 }
+
+/** The `?timeout=` CAPI may send: discovery's timeoutSeconds is 1–30 s. */
+const MIN_TIMEOUT_MS = 1_000;
+const MAX_TIMEOUT_MS = 30_000;
 
 export const UNAVAILABLE_MESSAGE = 'orchestrator unavailable: the workflow service did not answer in time; will retry';
 
@@ -77,6 +82,7 @@ export function registerHook<H extends HookName>(
       apiVersion: HOOKS_API_VERSION,
       kind: `${hook}Response`,
       ...result,
+      ...(result.message !== undefined ? { message: capiMessage(result.message) } : {}),
       ...(retry ? { retryAfterSeconds: Math.max(0, Math.trunc(result.retryAfterSeconds ?? 0)) } : {}),
     }) as HookResponse<H>;
 
@@ -97,7 +103,8 @@ export function registerHook<H extends HookName>(
             `query parameter timeout=${JSON.stringify(timeoutParam)} is not a Go duration`,
             'timeout',
           );
-        callerTimeoutMs = parsed;
+        // CAPI's timeoutSeconds is 1–30 s; anything else (and timers past 2^31 ms) is clamped into it.
+        callerTimeoutMs = Math.min(MAX_TIMEOUT_MS, Math.max(MIN_TIMEOUT_MS, parsed));
       }
       const budget = hookBudgetMs(callerTimeoutMs);
       const controller = new AbortController();

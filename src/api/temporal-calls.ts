@@ -1,6 +1,8 @@
 // Every Temporal call a hook makes runs under the hook's own deadline (the
-// TypeScript client sets none by default), and every way such a call can
-// time out or lose the server means the same thing to CAPI: unavailable.
+// TypeScript client sets none by default), and its errors are mapped by kind:
+// the server did not answer (unavailable, deadline, overload) means "retry
+// later" to CAPI; the server refused for good (namespace not found, invalid
+// argument, permission denied) is a Failure naming the cause.
 import {
   ServiceError,
   WorkflowNotFoundError,
@@ -11,12 +13,38 @@ import {
 import { BackendUnavailable, HookFailure } from './errors.ts';
 import type { HookContext } from './hook-route.ts';
 
-/** gRPC status codes that mean "the server did not answer": CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE. */
-const UNREACHABLE_CODES = new Set([1, 4, 14]);
+/** gRPC status codes that mean "refused for good": retrying the same call cannot help. */
+const PERMANENT_CODES: ReadonlyMap<number, string> = new Map([
+  [3, 'INVALID_ARGUMENT'],
+  [5, 'NOT_FOUND'],
+  [7, 'PERMISSION_DENIED'],
+  [9, 'FAILED_PRECONDITION'],
+  [12, 'UNIMPLEMENTED'],
+  [16, 'UNAUTHENTICATED'],
+]);
+
+/** The gRPC status of an error or of one of its causes. */
+export function grpcStatus(err: unknown): { code: number; details: string } | undefined {
+  for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'number') {
+      const details = (e as { details?: unknown }).details;
+      return { code, details: typeof details === 'string' ? details : '' };
+    }
+  }
+  return undefined;
+}
+
+/** A refusal as CAPI reads it: the gRPC status name and the server's own (stable) words. */
+export function refusalMessage(code: number, details: string): string {
+  const name = PERMANENT_CODES.get(code) ?? `code ${code}`;
+  const words = details.replace(/\s+/g, ' ').trim().slice(0, 200);
+  return `the workflow service refused the call (${name})${words ? `: ${words}` : ''}; check the extension's Temporal settings`;
+}
 
 export async function withinDeadline<T>(
   client: Client,
-  ctx: Pick<HookContext, 'deadline' | 'signal'>,
+  ctx: Pick<HookContext, 'deadline' | 'signal'> & { log?: HookContext['log'] },
   fn: () => Promise<T>,
 ): Promise<T> {
   try {
@@ -24,14 +52,19 @@ export async function withinDeadline<T>(
   } catch (err) {
     if (err instanceof HookFailure || err instanceof WorkflowNotFoundError || err instanceof WorkflowUpdateFailedError)
       throw err;
-    const code = (err as { code?: unknown }).code;
+    const grpc = grpcStatus(err);
+    if (grpc && PERMANENT_CODES.has(grpc.code) && !ctx.signal.aborted) {
+      ctx.log?.error({ grpcCode: grpc.code, details: grpc.details }, 'workflow service refused a call');
+      throw new HookFailure(refusalMessage(grpc.code, grpc.details));
+    }
     if (
       err instanceof ServiceError ||
       err instanceof WorkflowUpdateRPCTimeoutOrCancelledError ||
-      (typeof code === 'number' && UNREACHABLE_CODES.has(code)) ||
+      grpc !== undefined ||
       ctx.signal.aborted ||
       Date.now() >= ctx.deadline
     ) {
+      if (grpc) ctx.log?.warn({ grpcCode: grpc.code }, 'workflow service did not answer');
       throw new BackendUnavailable();
     }
     throw err;
