@@ -149,6 +149,29 @@ describe('hook server over HTTPS', () => {
       expect(res.body.field).toBe('cluster.metadata.name');
     });
 
+    it.each([
+      ['namespace', 'team/b', 'c'],
+      ['name', 'team', 'b/c'],
+      ['name', 'team', 'Prod_1'],
+      ['namespace', 'x'.repeat(64), 'c'],
+    ])('rejects a cluster %s that is not a Kubernetes name (%s / %s) with 400 naming it', async (field, ns, name) => {
+      const body = valid();
+      const c = body.cluster as { metadata: Record<string, unknown> };
+      c.metadata.namespace = ns;
+      c.metadata.name = name;
+      const res = await callHook(t.url, path, body, { ca: t.ca.certPem });
+      expect(res.statusCode).toBe(400);
+      expect(res.body.field).toBe(`cluster.metadata.${field}`);
+      expect(res.body.message).toMatch(field === 'name' ? /must be a DNS-1123 subdomain/ : /must be a DNS-1123 label/);
+    });
+
+    it("clamps an out-of-range timeout into CAPI's 1–30 s instead of overflowing a timer", async () => {
+      const res = await callHook(t.url, path, valid(), { ca: t.ca.certPem, timeout: '999999h' });
+      expect(res.statusCode).toBe(200);
+      expect(res.body.status).toBe('Success');
+      expect(res.body.message).toBeUndefined();
+    });
+
     it('rejects a malformed timeout query parameter with 400', async () => {
       const res = await callHook(t.url, path, valid(), { ca: t.ca.certPem, timeout: 'ten seconds' });
       expect(res.statusCode).toBe(400);
@@ -195,6 +218,12 @@ describe('hook deadlines and backend outages', () => {
         AfterClusterUpgrade: async () => {
           throw new Error('connection to secret-host:7233 refused (token=hunter2)');
         },
+        // Echoes the budget it was given, to show how `?timeout=` is clamped.
+        BeforeClusterDelete: async (_request, ctx) => ({
+          status: 'Success',
+          message: `budget ${Math.round((ctx.deadline - Date.now()) / 1000)}s`,
+          retryAfterSeconds: 0,
+        }),
       },
     });
   });
@@ -231,6 +260,18 @@ describe('hook deadlines and backend outages', () => {
       status: 'Failure',
       message: UNAVAILABLE_MESSAGE,
     });
+  });
+
+  it.each([
+    ['999999h', 'budget 28s'],
+    ['1ms', 'budget 1s'],
+    ['10s', 'budget 8s'],
+  ])('clamps ?timeout=%s to 1–30 s before taking its margin (%s)', async (timeout, message) => {
+    const res = await callHook(t.url, pathOf('BeforeClusterDelete'), sampleRequest('BeforeClusterDelete'), {
+      ca: t.ca.certPem,
+      timeout,
+    });
+    expect(res.body).toMatchObject({ status: 'Success', message });
   });
 
   it('answers an unexpected error with a generic Failure that leaks nothing', async () => {

@@ -14,3 +14,16 @@ export async function temporalCli(args: string[]): Promise<string> {
   );
   return stdout;
 }
+
+/** `temporal workflow signal` exactly as an on-call engineer would type it. */
+export async function temporalSignal(workflowId: string, name: string, input?: string): Promise<void> {
+  await temporalCli([
+    'workflow',
+    'signal',
+    '--workflow-id',
+    workflowId,
+    '--name',
+    name,
+    ...(input ? ['--input', input] : []),
+  ]);
+}

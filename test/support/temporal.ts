@@ -27,8 +27,9 @@ export function uniqueTaskQueue(prefix: string): string {
   return `${prefix}-${randomUUID()}`;
 }
 
+/** A worker on the run's prebuilt bundle (or the bundle `options` names). */
 export async function createTestWorker(
-  options: Omit<WorkerOptions, 'connection' | 'namespace' | 'workflowBundle' | 'workflowsPath'>,
+  options: Omit<WorkerOptions, 'connection' | 'namespace' | 'workflowsPath'>,
 ): Promise<{ worker: Worker; connection: NativeConnection }> {
   quietRuntime();
   const connection = await NativeConnection.connect({ address: requireEnv('TEMPORAL_ADDRESS') });

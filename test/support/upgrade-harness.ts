@@ -7,32 +7,71 @@ import type { NativeConnection, Worker } from '@temporalio/worker';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
-import type { HealthCheckInput, HealthReport, UpgradeActivities } from '../../src/activities/upgrade-types.ts';
-import type { ClusterRef, ReservedCapacity } from '../../src/workflows/messages.ts';
+import { CancelledFailure, Context } from '@temporalio/activity';
+import type {
+  CapacityReadiness,
+  HealthCheckInput,
+  HealthReport,
+  UpgradeActivities,
+} from '../../src/activities/upgrade-types.ts';
+import { clusterUpgradeWorkflowId, type ClusterRef, type ReservedCapacity } from '../../src/model/cluster-upgrade.ts';
+import { expect } from '@jest/globals';
 import { callHook } from './capi-client.ts';
 import { cluster } from './capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from './hook-server.ts';
 import { createTestWorker, testClient } from './temporal.ts';
 
 export interface StubUpgradeActivities extends UpgradeActivities {
-  health: (input: HealthCheckInput) => HealthReport;
-  calls: { health: HealthCheckInput[]; reserve: number; release: number };
+  /** What the next health probes report (replace to make checks fail, throw or hang). */
+  health: (input: HealthCheckInput) => HealthReport | Promise<HealthReport>;
+  /** What the next capacity readiness checks report. */
+  capacity: () => CapacityReadiness;
+  calls: { health: HealthCheckInput[]; reserve: number; release: number; capacity: number; cancelled: number };
+}
+
+export const healthy = (): HealthReport => ({
+  healthy: true,
+  summary: 'all checks passed',
+  findings: [],
+  warnings: [],
+});
+
+/** A probe that never answers until the activity is cancelled (heartbeating, as the real ones do). */
+export async function hangUntilCancelled(): Promise<never> {
+  const ctx = Context.current();
+  const beat = setInterval(() => ctx.heartbeat(), 500);
+  try {
+    await ctx.cancelled;
+  } finally {
+    clearInterval(beat);
+  }
+  throw new Error('unreachable');
 }
 
 export function stubUpgradeActivities(): StubUpgradeActivities {
-  const calls = { health: [] as HealthCheckInput[], reserve: 0, release: 0 };
+  const calls = { health: [] as HealthCheckInput[], reserve: 0, release: 0, capacity: 0, cancelled: 0 };
   let reserved: ReservedCapacity[] = [];
   const stub: StubUpgradeActivities = {
     calls,
-    health: () => ({ healthy: true, summary: 'all checks passed', findings: [], warnings: [] }),
+    health: healthy,
+    capacity: () => ({ ready: true, pending: [] }),
     async checkClusterHealth(input) {
       calls.health.push(input);
-      return stub.health(input);
+      try {
+        return await stub.health(input);
+      } catch (err) {
+        if (err instanceof CancelledFailure) calls.cancelled++;
+        throw err;
+      }
     },
     async reserveCapacity(input) {
       calls.reserve++;
       reserved = [{ machineDeployment: 'md-0', originalReplicas: 2, reservedReplicas: 2 + input.count }];
       return reserved;
+    },
+    async checkReservedCapacity() {
+      calls.capacity++;
+      return stub.capacity();
     },
     async releaseCapacity() {
       calls.release++;
@@ -56,13 +95,15 @@ export interface UpgradeHarness {
   taskQueue: string;
   hooks: TestHookServer;
   activities: StubUpgradeActivities;
-  ref: ClusterRef;
+  ref: Required<ClusterRef>;
+  /** The workflow id of this harness's cluster upgrade. */
+  workflowId: string;
   startWorker(): Promise<void>;
   stopWorker(): Promise<void>;
   call(
     hook: HookName,
     fields: Record<string, unknown>,
-    opts?: { annotations?: Record<string, string>; timeout?: string; topologyVersion?: string },
+    opts?: { annotations?: Record<string, string>; timeout?: string; topologyVersion?: string; uid?: string },
   ): Promise<HookAnswer>;
   /** Calls like CAPI until the gate opens (retryAfterSeconds 0) or fails; returns the last answer. */
   pollUntilDone(
@@ -76,7 +117,7 @@ export interface UpgradeHarness {
 export async function startUpgradeHarness(options: { env?: Record<string, string> } = {}): Promise<UpgradeHarness> {
   const { client, close: closeClient } = await testClient();
   const taskQueue = `upgrades-${randomUUID()}`;
-  const ref = { namespace: `ns-${randomUUID().slice(0, 8)}`, name: 'prod-1' };
+  const ref = { namespace: `ns-${randomUUID().slice(0, 8)}`, name: 'prod-1', uid: randomUUID() };
   const hooks = await startTestHookServer({
     ...(options.env ? { env: options.env } : {}),
     server: { unavailableRetryAfterSeconds: 15 },
@@ -91,6 +132,7 @@ export async function startUpgradeHarness(options: { env?: Record<string, string
     hooks,
     activities,
     ref,
+    workflowId: clusterUpgradeWorkflowId(ref),
     async startWorker() {
       const { worker, connection } = await createTestWorker({ taskQueue, activities });
       running = { worker, connection, done: worker.run() };
@@ -104,6 +146,7 @@ export async function startUpgradeHarness(options: { env?: Record<string, string
     },
     async call(hook, fields, opts = {}) {
       const c = cluster(ref.name, ref.namespace, opts.topologyVersion ?? 'v1.33.0');
+      c.metadata.uid = opts.uid ?? ref.uid;
       if (opts.annotations) c.metadata.annotations = { ...c.metadata.annotations, ...opts.annotations };
       const body = { apiVersion: HOOKS_API_VERSION, kind: `${hook}Request`, cluster: c, ...fields };
       const res = await callHook<HookAnswer>(hooks.url, hookPath(hook, defaultHandlerName(hook)), body, {
@@ -130,3 +173,71 @@ export async function startUpgradeHarness(options: { env?: Record<string, string
 }
 
 export const steps = (...versions: string[]) => versions.map((version) => ({ version }));
+
+// The chained upgrade v1.30.5 → v1.33.0 the workflow tests drive.
+const FROM = 'v1.30.5';
+const TARGET = 'v1.33.0';
+const CP_PLAN = ['v1.31.14', 'v1.32.13', 'v1.33.0'];
+
+export const beforeClusterUpgrade = (to = TARGET) => ({
+  fromKubernetesVersion: FROM,
+  toKubernetesVersion: to,
+  controlPlaneUpgrades: steps(...CP_PLAN),
+  workersUpgrades: steps(TARGET),
+});
+
+/** Drives a whole chained upgrade the way CAPI's topology controller sequences its hook calls. */
+export async function driveChainedUpgrade(h: UpgradeHarness, annotations: Record<string, string> = {}): Promise<void> {
+  const opts = { annotations };
+  expect(await h.pollUntilDone('BeforeClusterUpgrade', beforeClusterUpgrade(), opts)).toMatchObject({
+    status: 'Success',
+    retryAfterSeconds: 0,
+  });
+  let current = FROM;
+  for (let i = 0; i < CP_PLAN.length; i++) {
+    const next = CP_PLAN[i] as string;
+    const remaining = steps(...CP_PLAN.slice(i));
+    expect(
+      await h.pollUntilDone(
+        'BeforeControlPlaneUpgrade',
+        {
+          fromKubernetesVersion: current,
+          toKubernetesVersion: next,
+          controlPlaneUpgrades: remaining,
+          workersUpgrades: steps(TARGET),
+        },
+        opts,
+      ),
+    ).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect(
+      await h.pollUntilDone(
+        'AfterControlPlaneUpgrade',
+        {
+          kubernetesVersion: next,
+          controlPlaneUpgrades: steps(...CP_PLAN.slice(i + 1)),
+          workersUpgrades: steps(TARGET),
+        },
+        opts,
+      ),
+    ).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    current = next;
+  }
+  expect(
+    await h.pollUntilDone(
+      'BeforeWorkersUpgrade',
+      { fromKubernetesVersion: FROM, toKubernetesVersion: TARGET, workersUpgrades: steps(TARGET) },
+      opts,
+    ),
+  ).toMatchObject({
+    status: 'Success',
+    retryAfterSeconds: 0,
+  });
+  expect(await h.pollUntilDone('AfterWorkersUpgrade', { kubernetesVersion: TARGET }, opts)).toMatchObject({
+    status: 'Success',
+    retryAfterSeconds: 0,
+  });
+  expect(await h.pollUntilDone('AfterClusterUpgrade', { kubernetesVersion: TARGET }, opts)).toMatchObject({
+    status: 'Success',
+    retryAfterSeconds: 0,
+  });
+}

@@ -2,11 +2,11 @@
 // cluster deletion, outages of the worker, schedule policies.
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { UNAVAILABLE_MESSAGE } from '../../src/api/hook-route.ts';
-import { clusterUpgradeWorkflowId, type ClusterUpgradeStatus } from '../../src/workflows/messages.ts';
+import type { ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
-import { temporalCli } from '../support/temporal-cli.ts';
-import { startUpgradeHarness, steps, type UpgradeHarness } from '../support/upgrade-harness.ts';
-import { driveChainedUpgrade } from './cluster-upgrade.test.ts';
+import { temporalSignal } from '../support/temporal-cli.ts';
+import { waitFor } from '../support/wait.ts';
+import { driveChainedUpgrade, startUpgradeHarness, steps, type UpgradeHarness } from '../support/upgrade-harness.ts';
 
 const TARGET = 'v1.33.0';
 const bcu = (to = TARGET) => ({
@@ -17,31 +17,9 @@ const bcu = (to = TARGET) => ({
 });
 const later = (ms: number) => new Date(Date.now() + ms).toISOString().replace(/\.\d+Z$/, 'Z');
 
-/** `temporal workflow signal` exactly as an on-call engineer would type it. */
-async function temporalSignal(workflowId: string, name: string, input?: string): Promise<void> {
-  await temporalCli([
-    'workflow',
-    'signal',
-    '--workflow-id',
-    workflowId,
-    '--name',
-    name,
-    ...(input ? ['--input', input] : []),
-  ]);
-}
-
-async function waitFor<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (ok(v) || Date.now() > deadline) return v;
-    await new Promise((r) => setTimeout(r, 150));
-  }
-}
-
 describe('operating a cluster upgrade', () => {
   let h: UpgradeHarness;
-  const wfId = () => clusterUpgradeWorkflowId(h.ref);
+  const wfId = () => h.workflowId;
   beforeEach(async () => {
     h = await startUpgradeHarness();
     await h.startWorker();
@@ -62,7 +40,7 @@ describe('operating a cluster upgrade', () => {
     );
     expect(aborted).toMatchObject({
       status: 'Failure',
-      message: `upgrade to ${TARGET} aborted: change freeze`,
+      message: `upgrade to ${TARGET} aborted: change freeze; signal "resume" to continue`,
       retryAfterSeconds: 0,
     });
     const status = (await h.client.workflow.getHandle(wfId()).query('status')) as ClusterUpgradeStatus;
@@ -73,7 +51,7 @@ describe('operating a cluster upgrade', () => {
       (a) => a.message?.includes('upgradeAt') ?? false,
     );
     expect(resumed).toEqual(waiting);
-    await recordHistoryIfAsked(h.client, wfId(), 'abort-and-resume');
+    await recordHistoryIfAsked(h.client, wfId(), 'v2-abort-and-resume');
   });
 
   it('supersedes a running upgrade when BeforeClusterUpgrade names a new target', async () => {
@@ -93,7 +71,7 @@ describe('operating a cluster upgrade', () => {
     });
     const current = (await h.client.workflow.getHandle(wfId()).query('status')) as ClusterUpgradeStatus;
     expect(current.targetVersion).toBe(TARGET);
-    await recordHistoryIfAsked(h.client, wfId(), 'superseded', firstRun.runId);
+    await recordHistoryIfAsked(h.client, wfId(), 'v2-superseded', firstRun.runId);
   });
 
   it('lets BeforeClusterDelete wait until the running upgrade has wound down, releasing reserved capacity', async () => {
@@ -115,7 +93,7 @@ describe('operating a cluster upgrade', () => {
     const result = (await h.client.workflow.getHandle(wfId()).result()) as ClusterUpgradeStatus;
     expect(result).toMatchObject({ phase: 'Aborted', reason: 'cluster is being deleted', reservedCapacity: [] });
     expect(h.activities.calls.release).toBe(1);
-    await recordHistoryIfAsked(h.client, wfId(), 'deleted-during-upgrade');
+    await recordHistoryIfAsked(h.client, wfId(), 'v2-deleted-during-upgrade');
   });
 
   it('keeps answering (blocking) while no worker runs, and never opens a gate on stale state', async () => {
@@ -157,7 +135,7 @@ describe('operating a cluster upgrade', () => {
     const answer = await h.pollUntilDone('BeforeClusterUpgrade', bcu(), { annotations });
     expect(answer.status).toBe('Failure');
     expect(answer.message).toMatch(
-      /^upgrade to v1\.33\.0 failed: the upgrade could not start within 5m of \d{4}-\d\d-\d\dT/,
+      /^upgrade to v1\.33\.0 failed at BeforeClusterUpgrade v1\.33\.0: the upgrade could not start within 5m of \d{4}-\d\d-\d\dT.*; fix the cause, then signal "retry" to run the step again$/,
     );
   });
 

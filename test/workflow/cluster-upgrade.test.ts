@@ -1,76 +1,17 @@
 // Cluster upgrades driven by HTTPS hook calls in CAPI's order, on the real
 // dev server with a real worker; activities stubbed.
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
-import { clusterUpgradeWorkflowId, type ClusterUpgradeStatus } from '../../src/workflows/messages.ts';
+import type { ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
-import { startUpgradeHarness, steps, type UpgradeHarness } from '../support/upgrade-harness.ts';
+import {
+  beforeClusterUpgrade,
+  driveChainedUpgrade,
+  startUpgradeHarness,
+  type UpgradeHarness,
+} from '../support/upgrade-harness.ts';
 
-const FROM = 'v1.30.5';
 const TARGET = 'v1.33.0';
 const CP_PLAN = ['v1.31.14', 'v1.32.13', 'v1.33.0'];
-
-const beforeClusterUpgrade = (to = TARGET) => ({
-  fromKubernetesVersion: FROM,
-  toKubernetesVersion: to,
-  controlPlaneUpgrades: steps(...CP_PLAN),
-  workersUpgrades: steps(TARGET),
-});
-
-/** Drives a whole chained upgrade the way CAPI's topology controller sequences its hook calls. */
-export async function driveChainedUpgrade(h: UpgradeHarness, annotations: Record<string, string> = {}): Promise<void> {
-  const opts = { annotations };
-  expect(await h.pollUntilDone('BeforeClusterUpgrade', beforeClusterUpgrade(), opts)).toMatchObject({
-    status: 'Success',
-    retryAfterSeconds: 0,
-  });
-  let current = FROM;
-  for (let i = 0; i < CP_PLAN.length; i++) {
-    const next = CP_PLAN[i] as string;
-    const remaining = steps(...CP_PLAN.slice(i));
-    expect(
-      await h.pollUntilDone(
-        'BeforeControlPlaneUpgrade',
-        {
-          fromKubernetesVersion: current,
-          toKubernetesVersion: next,
-          controlPlaneUpgrades: remaining,
-          workersUpgrades: steps(TARGET),
-        },
-        opts,
-      ),
-    ).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
-    expect(
-      await h.pollUntilDone(
-        'AfterControlPlaneUpgrade',
-        {
-          kubernetesVersion: next,
-          controlPlaneUpgrades: steps(...CP_PLAN.slice(i + 1)),
-          workersUpgrades: steps(TARGET),
-        },
-        opts,
-      ),
-    ).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
-    current = next;
-  }
-  expect(
-    await h.pollUntilDone(
-      'BeforeWorkersUpgrade',
-      { fromKubernetesVersion: FROM, toKubernetesVersion: TARGET, workersUpgrades: steps(TARGET) },
-      opts,
-    ),
-  ).toMatchObject({
-    status: 'Success',
-    retryAfterSeconds: 0,
-  });
-  expect(await h.pollUntilDone('AfterWorkersUpgrade', { kubernetesVersion: TARGET }, opts)).toMatchObject({
-    status: 'Success',
-    retryAfterSeconds: 0,
-  });
-  expect(await h.pollUntilDone('AfterClusterUpgrade', { kubernetesVersion: TARGET }, opts)).toMatchObject({
-    status: 'Success',
-    retryAfterSeconds: 0,
-  });
-}
 
 describe('cluster upgrade workflow through the hooks', () => {
   let h: UpgradeHarness;
@@ -80,12 +21,12 @@ describe('cluster upgrade workflow through the hooks', () => {
   });
   afterEach(async () => h.close());
 
-  const handle = () => h.client.workflow.getHandle(clusterUpgradeWorkflowId(h.ref));
+  const handle = () => h.client.workflow.getHandle(h.workflowId);
 
   it('runs a chained upgrade v1.30 → v1.33 with capacity reservation, in CAPI order', async () => {
     await driveChainedUpgrade(h, { 'upgrades.capi-orchestrator.io/capacity-reservation': '1' });
     const result = (await handle().result()) as ClusterUpgradeStatus;
-    await recordHistoryIfAsked(h.client, clusterUpgradeWorkflowId(h.ref), 'chained-upgrade-with-capacity');
+    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-chained-upgrade-with-capacity');
     expect(result.phase).toBe('Upgraded');
     expect(result.history.map((e) => [e.version, e.phase])).toEqual(CP_PLAN.map((v) => [v, 'Upgraded']));
     const condition = (type: string) => result.conditions.find((c) => c.type === type);

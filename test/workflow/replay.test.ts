@@ -53,7 +53,7 @@ describe('replay of recorded histories', () => {
   });
 
   it('fails on a history the code no longer matches', async () => {
-    const source = files.find((f) => f.includes('chained-upgrade')) as string;
+    const source = files.find((f) => f.includes('v1-chained-upgrade')) as string;
     const tampered = readFileSync(source, 'utf8').replace(/"checkClusterHealth"/, '"someOtherActivity"');
     const path = join(mkdtempSync(join(tmpdir(), 'replay-')), 'tampered.json');
     writeFileSync(path, tampered);
