@@ -10,6 +10,7 @@ import {
   WorkflowUpdateRPCTimeoutOrCancelledError,
   type Client,
 } from '@temporalio/client';
+import { NamespaceNotFoundError } from '@temporalio/common';
 import { BackendUnavailable, HookFailure } from './errors.ts';
 import type { HookContext } from './hook-route.ts';
 
@@ -52,6 +53,11 @@ export async function withinDeadline<T>(
   } catch (err) {
     if (err instanceof HookFailure || err instanceof WorkflowNotFoundError || err instanceof WorkflowUpdateFailedError)
       throw err;
+    // The client turns NOT_FOUND for a namespace into its own error, without the gRPC status.
+    if (err instanceof NamespaceNotFoundError) {
+      ctx.log?.error({ grpcCode: 5, details: err.message }, 'workflow service refused a call');
+      throw new HookFailure(refusalMessage(5, err.message));
+    }
     const grpc = grpcStatus(err);
     if (grpc && PERMANENT_CODES.has(grpc.code) && !ctx.signal.aborted) {
       ctx.log?.error({ grpcCode: grpc.code, details: grpc.details }, 'workflow service refused a call');

@@ -4,7 +4,11 @@
 // gate waits, capacity reservation that never gets Ready.
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { ApplicationFailure } from '@temporalio/common';
+import { Client } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
+import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
+import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
+import { hookPath } from '../../src/api/hook-route.ts';
 import type { ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { temporalCli, temporalSignal } from '../support/temporal-cli.ts';
@@ -17,7 +21,10 @@ import {
   type HookAnswer,
   type UpgradeHarness,
 } from '../support/upgrade-harness.ts';
-import { createTestWorker } from '../support/temporal.ts';
+import { callHook } from '../support/capi-client.ts';
+import { cluster } from '../support/capi-fixtures.ts';
+import { startTestHookServer } from '../support/hook-server.ts';
+import { createTestWorker, testClient } from '../support/temporal.ts';
 import { waitFor } from '../support/wait.ts';
 
 const noop = (): void => {};
@@ -409,5 +416,30 @@ describe('cluster upgrade on a bad day', () => {
       status: 'Failure',
       message: ABORTED('capacity'),
     });
+  });
+});
+
+describe('Temporal refusing a call', () => {
+  it('answers Failure naming the refusal when the namespace does not exist, instead of "retry later" forever', async () => {
+    const { client, close } = await testClient();
+    const wrong = new Client({ connection: client.connection, namespace: 'no-such-namespace' });
+    const hooks = await startTestHookServer({
+      lifecycle: createClusterUpgradeHandlers({ client: wrong, taskQueue: 'unused' }),
+    });
+    try {
+      const c = cluster('prod-1', 'fleet-a', TARGET);
+      const res = await callHook<HookAnswer>(
+        hooks.url,
+        hookPath('BeforeClusterUpgrade', defaultHandlerName('BeforeClusterUpgrade')),
+        { apiVersion: HOOKS_API_VERSION, kind: 'BeforeClusterUpgradeRequest', cluster: c, ...bcu() },
+        { ca: hooks.ca.certPem, timeout: '10s' },
+      );
+      expect(res.body).toMatchObject({ status: 'Failure', retryAfterSeconds: 0 });
+      expect(res.body.message).toMatch(/^the workflow service refused the call \(NOT_FOUND\): .*no-such-namespace/);
+      expect(res.body.message).toMatch(/check the extension's Temporal settings$/);
+    } finally {
+      await hooks.close();
+      await close();
+    }
   });
 });
