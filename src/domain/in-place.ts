@@ -375,7 +375,7 @@ export function versionChangeRefusal(current: unknown, desired: unknown): string
   if (c === UNORDERED) return `${current} → ${desired}: build metadata cannot be ordered`;
   if (c < 0) return `${current} → ${desired}: downgrade`;
   if (to.version.major !== from.version.major) return `${current} → ${desired}: major version change`;
-  if (to.version.minor - from.version.minor > 1) return `${current} → ${desired}: more than one minor`;
+  if (to.version.minor - from.version.minor > 1n) return `${current} → ${desired}: more than one minor`;
   return undefined;
 }
 

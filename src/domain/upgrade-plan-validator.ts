@@ -31,11 +31,12 @@
  *
  * Pure module: no I/O.
  */
-import { UNORDERED, compareVersions, tryParseVersion } from './versions.ts';
+import { UINT64_MAX, UNORDERED, compareVersions, tryParseVersion } from './versions.ts';
 import type { KubeVersion } from './versions.ts';
 
 /** Workers may move at most this many minors in one step (Kubernetes kubelet / API server skew). */
 export const MAX_WORKER_MINOR_SKEW = 3;
+const SKEW = BigInt(MAX_WORKER_MINOR_SKEW);
 
 export interface UpgradePlanToValidate {
   /** Current control plane version, as sent in `fromControlPlaneKubernetesVersion`. */
@@ -94,8 +95,8 @@ function parseInputs(
 function knownVersionPerMinor(
   fromControlPlane: KubeVersion,
   controlPlaneUpgrades: readonly string[],
-): Map<number, string> {
-  const minors = new Map<number, string>([[fromControlPlane.minor, fromControlPlane.raw]]);
+): Map<bigint, string> {
+  const minors = new Map<bigint, string>([[fromControlPlane.minor, fromControlPlane.raw]]);
   for (const entry of controlPlaneUpgrades) {
     const parsed = tryParseVersion(entry);
     if (parsed.ok) {
@@ -117,7 +118,9 @@ function minimalWorkersPlan(inputs: ParsedInputs, controlPlaneUpgrades: readonly
   const minors = knownVersionPerMinor(controlPlane, controlPlaneUpgrades);
   const plan: string[] = [];
   const span = to.minor - workers.minor;
-  for (let i = MAX_WORKER_MINOR_SKEW; i < span; i += MAX_WORKER_MINOR_SKEW) {
+  // Bounded by the plan's length: every iteration either finds its minor among the (at most
+  // controlPlaneUpgrades.length + 1) known ones or returns.
+  for (let i = SKEW; i < span; i += SKEW) {
     const minor = workers.minor + i;
     const version = minors.get(minor);
     if (version === undefined) {
@@ -172,8 +175,10 @@ function validateControlPlane(inputs: ParsedInputs, plan: readonly string[]): st
     if (cmp === -1 || cmp === 0) {
       return `invalid ControlPlane upgrade plan: item ${i}; version ${entry} must be greater than ${current.canonical}`;
     }
-    if (target.minor !== current.minor && target.minor !== current.minor + 1) {
-      return `invalid ControlPlane upgrade plan: item ${i}; expecting a version with minor ${current.minor} or ${current.minor + 1}, found version ${entry}`;
+    // uint64 in Cluster API: the minor after UINT64_MAX is 0.
+    const nextMinor = (current.minor + 1n) & UINT64_MAX;
+    if (target.minor !== current.minor && target.minor !== nextMinor) {
+      return `invalid ControlPlane upgrade plan: item ${i}; expecting a version with minor ${current.minor} or ${nextMinor}, found version ${entry}`;
     }
     current = target;
   }
@@ -259,7 +264,7 @@ function validateWorkers(
     // Cluster API computes this difference with unsigned integers: a lower minor (only possible
     // with a higher major) wraps around and is rejected as well.
     const step = target.minor - current.minor;
-    if (step > MAX_WORKER_MINOR_SKEW || step < 0) {
+    if (step > SKEW || step < 0n) {
       return {
         error: `invalid workers upgrade plan, item ${i}; workers cannot go from minor ${current.minor} (${current.canonical}) to minor ${target.minor} (${entry}), an intermediate step is required to comply with Kubernetes version skew rules`,
       };

@@ -26,16 +26,34 @@
  * With `every-minor` and explicit lists, a gap of more than three minors between two workers
  * steps is bridged with the control plane step three minors on (as Cluster API does).
  *
+ * Bounded work: an upgrade whose control plane would cross more than {@link MAX_PLAN_MINORS} minor
+ * versions is refused before anything is enumerated (see {@link planTooLongMessage}); every other
+ * loop is bounded by that cap, the catalog or the workers list, never by the numeric distance
+ * between two versions. Versions compare exactly (uint64 `bigint`s, see versions.ts), so targets
+ * such as `v1.9007199254740993.0` are neither rounded nor looped over.
+ *
  * Every generated plan is checked with Cluster API's rules (validateUpgradePlan) before it is
  * returned; requests that cannot be planned return `{ ok: false, message }` and never throw.
  *
  * Pure module: no I/O.
  */
-import { defaultCatalog, catalogVersionsBetween } from './version-catalog.ts';
+import { catalogEntriesBetween, defaultCatalog } from './version-catalog.ts';
 import type { VersionCatalog } from './version-catalog.ts';
 import { MAX_WORKER_MINOR_SKEW, validateUpgradePlan } from './upgrade-plan-validator.ts';
-import { VersionError, compareVersions, sortVersions, tryParseVersion } from './versions.ts';
+import { VersionError, compareVersions, sortVersions, tryParseVersion, versionForMessage } from './versions.ts';
 import type { KubeVersion } from './versions.ts';
+
+/**
+ * Most minor versions one plan crosses (target minor minus current control plane minor). Real
+ * upgrades cross a handful; anything longer is refused before a single version is enumerated,
+ * so a mistyped or hostile target (`v1.30000000.0`) costs microseconds, not an event loop.
+ */
+export const MAX_PLAN_MINORS = 64;
+
+/** The stable refusal for an upgrade longer than {@link MAX_PLAN_MINORS} minors. */
+export function planTooLongMessage(from: string, to: string, minors: bigint): string {
+  return `the upgrade from ${versionForMessage(from)} to ${versionForMessage(to)} spans ${minors} minor versions; at most ${MAX_PLAN_MINORS} are planned in one upgrade`;
+}
 
 export type ControlPlaneStrategy = 'newest-patch' | 'every-patch';
 export type WorkersStrategy = 'minimal' | 'every-minor' | readonly string[];
@@ -147,7 +165,9 @@ export function generateUpgradePlan(request: PlanRequest, policy: PlanPolicy = d
   } catch (err) {
     // Only reachable with a hand-built catalog holding invalid entries (createCatalog never makes one).
     if (err instanceof VersionError) {
-      return fail(`cannot plan an upgrade from ${request.fromControlPlane} to ${request.to}: ${err.message}`);
+      return fail(
+        `cannot plan an upgrade from ${versionForMessage(request.fromControlPlane)} to ${versionForMessage(request.to)}: ${err.message}`,
+      );
     }
     throw err;
   }
@@ -155,7 +175,8 @@ export function generateUpgradePlan(request: PlanRequest, policy: PlanPolicy = d
 
 function plan(request: PlanRequest, policy: PlanPolicy): PlanResult {
   const hasWorkers = request.fromWorkers !== undefined && request.fromWorkers !== '';
-  const what = `cannot plan an upgrade from ${request.fromControlPlane}${hasWorkers ? ` (workers ${request.fromWorkers})` : ''} to ${request.to}`;
+  const shown = versionForMessage;
+  const what = `cannot plan an upgrade from ${shown(request.fromControlPlane)}${hasWorkers ? ` (workers ${shown(request.fromWorkers ?? '')})` : ''} to ${shown(request.to)}`;
 
   const toParsed = tryParseVersion(request.to);
   if (!toParsed.ok) {
@@ -181,6 +202,11 @@ function plan(request: PlanRequest, policy: PlanPolicy): PlanResult {
   }
   if (compareVersions(to, cp) === -1) {
     return fail(`${what}: downgrading the control plane is not supported`);
+  }
+  // The cap comes before anything is enumerated: every loop below is bounded by it.
+  const span = to.minor - cp.minor;
+  if (span > BigInt(MAX_PLAN_MINORS)) {
+    return fail(planTooLongMessage(request.fromControlPlane, request.to, span));
   }
   if (workers !== undefined) {
     if (workers.major !== to.major) {
@@ -221,40 +247,45 @@ function plan(request: PlanRequest, policy: PlanPolicy): PlanResult {
   });
 
   // Control plane plan.
-  const controlPlaneUpgrades: string[] = [];
+  const controlPlaneSteps: KubeVersion[] = [];
   if (compareVersions(cp, to) !== 0) {
-    const between = parseAll(catalogVersionsBetween(policy.catalog, cp, to));
+    const between = catalogEntriesBetween(policy.catalog, cp, to);
     let chosen: KubeVersion[];
     if (policy.controlPlane === 'every-patch') {
       chosen = [...between, ...pins];
     } else {
+      // `between` is ascending: the last entry seen for a minor is its newest.
+      const newest = new Map<bigint, KubeVersion>();
+      for (const v of between) {
+        newest.set(v.minor, v);
+      }
+      const pinned = new Set(pins.map((p) => p.minor));
       chosen = [...pins];
-      for (let minor = cp.minor + 1; minor < to.minor; minor++) {
-        if (pins.some((p) => p.minor === minor)) {
-          continue;
-        }
-        const ofMinor = between.filter((v) => v.minor === minor);
-        const newest = ofMinor[ofMinor.length - 1];
-        if (newest !== undefined) {
-          chosen.push(newest);
+      for (let minor = cp.minor + 1n; minor < to.minor; minor++) {
+        const step = pinned.has(minor) ? undefined : newest.get(minor);
+        if (step !== undefined) {
+          chosen.push(step);
         }
       }
     }
     const steps = sortVersions(dedupeByCanonical(chosen));
-    for (let minor = cp.minor + 1; minor < to.minor; minor++) {
-      if (!steps.some((v) => v.minor === minor)) {
+    const covered = new Set(steps.map((v) => v.minor));
+    for (let minor = cp.minor + 1n; minor < to.minor; minor++) {
+      if (!covered.has(minor)) {
         return fail(
           `${what}: no Kubernetes version known for minor v${to.major}.${minor} (${policy.catalog.source} catalog); every minor must be a step`,
         );
       }
     }
-    controlPlaneUpgrades.push(...steps.map((v) => v.canonical), to.canonical);
+    controlPlaneSteps.push(...steps, to);
   }
+  const controlPlaneUpgrades = controlPlaneSteps.map((v) => v.canonical);
 
   // Workers plan.
   let workersUpgrades: string[] = [];
   if (workersToUpgrade !== undefined && policy.workers !== 'minimal') {
-    // Steps workers may use: the current control plane version (if ahead of the workers) and the control plane plan.
+    // Steps workers may use: the current control plane version (if ahead of the workers) and the
+    // control plane plan, ascending.
     const available: Step[] = [];
     const aheadOfWorkers = (v: KubeVersion): boolean => {
       const c = compareVersions(v, workersToUpgrade);
@@ -263,10 +294,9 @@ function plan(request: PlanRequest, policy: PlanPolicy): PlanResult {
     if (aheadOfWorkers(cp)) {
       available.push({ text: request.fromControlPlane, version: cp });
     }
-    for (const v of controlPlaneUpgrades) {
-      const parsed = tryParseVersion(v);
-      if (parsed.ok && aheadOfWorkers(parsed.version)) {
-        available.push({ text: v, version: parsed.version });
+    for (const v of controlPlaneSteps) {
+      if (aheadOfWorkers(v)) {
+        available.push({ text: v.canonical, version: v });
       }
     }
     const last = available[available.length - 1];
@@ -274,20 +304,27 @@ function plan(request: PlanRequest, policy: PlanPolicy): PlanResult {
       return fail(`${what}: no version available for the workers at ${request.fromWorkers}`);
     }
 
-    let steps: Step[];
+    const steps: Step[] = [];
     if (policy.workers === 'every-minor') {
-      steps = [];
-      for (let minor = workersToUpgrade.minor + 1; minor <= to.minor; minor++) {
-        const ofMinor = available.filter((s) => s.version.minor === minor);
-        const newest = ofMinor[ofMinor.length - 1];
-        if (newest !== undefined) {
-          steps.push(newest);
+      // The last available step of every minor above the workers' one (walks the steps, not the minors).
+      for (const [i, step] of available.entries()) {
+        const next = available[i + 1];
+        if (
+          step.version.minor > workersToUpgrade.minor &&
+          (next === undefined || next.version.minor !== step.version.minor)
+        ) {
+          steps.push(step);
         }
       }
     } else {
-      steps = [];
+      const byCanonical = new Map<string, Step>();
+      for (const s of available) {
+        if (!byCanonical.has(s.version.canonical)) {
+          byCanonical.set(s.version.canonical, s);
+        }
+      }
       for (const v of explicit) {
-        const step = available.find((s) => s.version.canonical === v.canonical);
+        const step = byCanonical.get(v.canonical);
         if (step !== undefined) {
           steps.push(step);
         }
@@ -313,17 +350,20 @@ function plan(request: PlanRequest, policy: PlanPolicy): PlanResult {
   return { ok: true, plan: { controlPlaneUpgrades, workersUpgrades } };
 }
 
+const SKEW = BigInt(MAX_WORKER_MINOR_SKEW);
+
 /**
  * Inserts a step wherever workers would move more than MAX_WORKER_MINOR_SKEW minors: the last
  * available step of the minor three above the current one. Leaves a gap it cannot bridge (the
- * validation then reports it).
+ * validation then reports it). Each pass of the inner loop consumes a later available step or
+ * stops, so the work is bounded by the number of steps, not by the distance between minors.
  */
 function bridgeSkew(from: KubeVersion, steps: readonly Step[], available: readonly Step[]): Step[] {
   const out: Step[] = [];
   let current = from;
   for (const step of steps) {
-    while (step.version.minor - current.minor > MAX_WORKER_MINOR_SKEW) {
-      const minor = current.minor + MAX_WORKER_MINOR_SKEW;
+    while (step.version.minor - current.minor > SKEW) {
+      const minor = current.minor + SKEW;
       const ofMinor = available.filter((s) => s.version.minor === minor && compareVersions(s.version, current) === 1);
       const bridge = ofMinor[ofMinor.length - 1];
       if (bridge === undefined) {

@@ -9,8 +9,15 @@
  * Pure module: no I/O.
  */
 import { KUBERNETES_RELEASES } from './kubernetes-releases.ts';
-import { canonicalVersion, compareVersions, sortVersions, tryParseVersion } from './versions.ts';
-import type { VersionLike } from './versions.ts';
+import {
+  canonicalVersion,
+  compareIgnoringBuild,
+  compareVersions,
+  parseVersion,
+  sortVersions,
+  tryParseVersion,
+} from './versions.ts';
+import type { KubeVersion, VersionLike } from './versions.ts';
 
 /** ExtensionConfig `spec.settings` key holding a catalog override. */
 export const KUBERNETES_VERSIONS_SETTING = 'kubernetesVersions';
@@ -56,13 +63,33 @@ export function createCatalog(versions: readonly string[], source = 'catalog'): 
   return { ok: true, catalog: Object.freeze({ versions: Object.freeze(sortVersions(canonical)), source }) };
 }
 
+/**
+ * Memo of parsed overrides by source and text: CAPI sends the same ExtensionConfig settings with
+ * every call, so each distinct list is parsed and sorted once. Cleared when full (bounded).
+ */
+const PARSED_CATALOG_LIMIT = 64;
+const PARSED_CATALOG_MAX_TEXT = 16 * 1024;
+const parsedCatalogs = new Map<string, CatalogResult>();
+
 /** Parses a comma-separated override such as `v1.30.4, v1.31.2,v1.32.0` (blanks around entries ignored). */
 export function parseCatalog(csv: string, source: string = KUBERNETES_VERSIONS_SETTING): CatalogResult {
+  const key = `${source}\n${csv}`;
+  const hit = parsedCatalogs.get(key);
+  if (hit !== undefined) {
+    return hit;
+  }
   const entries = csv
     .split(',')
     .map((e) => e.trim())
     .filter((e) => e.length > 0);
-  return createCatalog(entries, source);
+  const result = createCatalog(entries, source);
+  if (csv.length <= PARSED_CATALOG_MAX_TEXT) {
+    if (parsedCatalogs.size >= PARSED_CATALOG_LIMIT) {
+      parsedCatalogs.clear();
+    }
+    parsedCatalogs.set(key, result);
+  }
+  return result;
 }
 
 let builtIn: VersionCatalog | undefined;
@@ -104,9 +131,61 @@ export function catalogIncludes(catalog: VersionCatalog, version: VersionLike): 
   return catalog.versions.some((v) => compareVersions(v, version) === 0);
 }
 
+interface ParsedCatalog {
+  readonly entries: readonly KubeVersion[];
+  /** True when major.minor.patch[-pre] never decreases along the list (always, for createCatalog's sort). */
+  readonly coreAscending: boolean;
+}
+
+/** Parsed entries of each catalog object (catalogs are immutable), so a request never parses the catalog. */
+const parsedCatalog = new WeakMap<VersionCatalog, ParsedCatalog>();
+
+function parsed(catalog: VersionCatalog): ParsedCatalog {
+  let p = parsedCatalog.get(catalog);
+  if (p === undefined) {
+    const entries = Object.freeze(catalog.versions.map((v) => parseVersion(v)));
+    const coreAscending = entries.every((v, i) => i === 0 || compareIgnoringBuild(entries[i - 1] ?? v, v) <= 0);
+    p = { entries, coreAscending };
+    parsedCatalog.set(catalog, p);
+  }
+  return p;
+}
+
+/** The catalog's versions, parsed, in catalog order; throws VersionError for a hand-built catalog with a bad entry. */
+export function catalogEntries(catalog: VersionCatalog): readonly KubeVersion[] {
+  return parsed(catalog).entries;
+}
+
+/** First index in [0, n] whose entry is not below `v` (`strict`: is above `v`) ignoring build metadata. */
+function bound(entries: readonly KubeVersion[], v: KubeVersion, strict: boolean): number {
+  let lo = 0;
+  let hi = entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    const c = compareIgnoringBuild(entries[mid] ?? v, v);
+    if (c < 0 || (strict && c === 0)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+/** Parsed catalog versions strictly above `from` and strictly below `to` (Cluster API ordering), ascending. */
+export function catalogEntriesBetween(catalog: VersionCatalog, from: VersionLike, to: VersionLike): KubeVersion[] {
+  const lo = typeof from === 'string' ? parseVersion(from) : from;
+  const hi = typeof to === 'string' ? parseVersion(to) : to;
+  const { entries, coreAscending } = parsed(catalog);
+  // Binary search narrows the list to the entries whose core lies in [from, to]; the exact
+  // comparison (build tags included) then decides each of them.
+  const window = coreAscending ? entries.slice(bound(entries, lo, false), bound(entries, hi, true)) : entries;
+  return window.filter((v) => compareVersions(v, lo) === 1 && compareVersions(v, hi) === -1);
+}
+
 /** Catalog versions strictly above `from` and strictly below `to` (Cluster API ordering), ascending. */
 export function catalogVersionsBetween(catalog: VersionCatalog, from: VersionLike, to: VersionLike): string[] {
-  return catalog.versions.filter((v) => compareVersions(v, from) === 1 && compareVersions(v, to) === -1);
+  return catalogEntriesBetween(catalog, from, to).map((v) => v.canonical);
 }
 
 /**

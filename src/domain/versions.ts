@@ -1,24 +1,48 @@
 /**
  * Kubernetes version handling for upgrade plans.
  *
- * Parsing follows the tolerant rules Cluster API applies to versions it reads
- * (blang/semver `ParseTolerant`): surrounding whitespace and one leading `v`
- * are dropped, leading zeros of the numeric parts are removed and a short
- * version (`1.30`) is filled up with zeros. The rest must be a valid semantic
- * version (pre-release `-rc.1` and build metadata `+build.1` are kept).
+ * Parsing is blang/semver v4 `ParseTolerant` (what Cluster API uses for topology versions, e.g.
+ * `ComputeUpgradePlan` / `DefaultAndValidateUpgradePlans` in exp/topology/desiredstate):
+ * surrounding whitespace and one leading `v` are dropped, leading zeros of the three dot-separated
+ * parts are removed and a short version (`1.30`) is filled up with zeros; the rest is strict
+ * `Parse`: no leading zeros in a numeric pre-release identifier, no empty identifiers, only
+ * `[0-9A-Za-z-]`. Numeric identifiers (major, minor, patch, numeric pre-release) are Go `uint64`:
+ * a value above {@link UINT64_MAX} is not a version (Go's `strconv.ParseUint` range error).
  *
- * Ordering follows Cluster API's `version.Compare(a, b, WithBuildTags())`:
- * versions are ordered by semver precedence; when major.minor.patch and
- * pre-release are equal the build identifiers decide — numeric identifiers
- * compare numerically and sort before alphanumeric ones, a longer list sorts
- * after its prefix, and two different alphanumeric identifiers (for example
- * commit hashes) cannot be ordered: the comparison then answers
- * {@link UNORDERED} and callers take the order from a plan list.
+ * Numbers are kept as exact `bigint`s: no JavaScript `number` precision loss, so
+ * `v1.9007199254740993.0` is above `v1.9007199254740992.0` exactly as in Go.
+ *
+ * Ordering follows Cluster API's `version.Compare(a, b, version.WithBuildTags())`
+ * (sigs.k8s.io/cluster-api util/version/version.go): semver precedence (blang `Version.Compare`);
+ * when major.minor.patch and pre-release are equal the build identifiers decide, left to right —
+ * an identifier made only of digits is numeric (leading zeros allowed, `007` equals `7`; a value
+ * above {@link UINT64_MAX} counts as {@link UINT64_MAX}, as Go's ignored `ParseUint` error leaves
+ * it) and sorts before any other identifier, two numeric ones compare as numbers, two equal
+ * alphanumeric ones are equal and two different ones (for example commit hashes) cannot be
+ * ordered: the comparison then answers {@link UNORDERED} and callers take the order from a plan
+ * list. When one list is a prefix of the other, the longer one is greater.
+ *
+ * Parsed versions are immutable and memoised (bounded), so comparing version strings repeatedly
+ * does not parse them again.
  *
  * Pure module: no I/O.
  */
-import semver from 'semver';
-import type { SemVer } from 'semver';
+
+/** Largest value of a numeric identifier (Go `uint64`). */
+export const UINT64_MAX = 18446744073709551615n;
+const UINT64_MAX_DIGITS = UINT64_MAX.toString();
+
+/** Longest version text quoted whole in a message; CAPI conditions hold 512 characters. */
+const MESSAGE_VERSION_LIMIT = 64;
+
+/**
+ * A version string as messages show it: whole up to 64 characters, otherwise its first 32 and
+ * its length (`v1.99999999999999999999999999999…(404 characters)`), so the reason after it is
+ * never cut off.
+ */
+export function versionForMessage(text: string): string {
+  return text.length <= MESSAGE_VERSION_LIMIT ? text : `${text.slice(0, 32)}…(${text.length} characters)`;
+}
 
 /** Thrown (or returned) when a string is not a Kubernetes version. */
 export class VersionError extends Error {
@@ -29,25 +53,24 @@ export class VersionError extends Error {
   readonly reason: string;
 
   constructor(input: string, reason: string) {
-    super(`invalid Kubernetes version ${JSON.stringify(input)}: ${reason}`);
+    super(`invalid Kubernetes version ${JSON.stringify(versionForMessage(input))}: ${reason}`);
     this.input = input;
     this.reason = reason;
   }
 }
 
-/** A parsed Kubernetes version. */
+/** A parsed Kubernetes version. Numeric parts are exact (`bigint`, at most {@link UINT64_MAX}). */
 export interface KubeVersion {
   /** The input string as given. */
   readonly raw: string;
   /** Canonical form: leading `v`, then the semantic version including pre-release and build. */
   readonly canonical: string;
-  readonly major: number;
-  readonly minor: number;
-  readonly patch: number;
-  readonly prerelease: readonly (string | number)[];
+  readonly major: bigint;
+  readonly minor: bigint;
+  readonly patch: bigint;
+  /** Pre-release identifiers; numeric ones as `bigint`. */
+  readonly prerelease: readonly (string | bigint)[];
   readonly build: readonly string[];
-  /** The underlying semver object (build metadata is ignored by its comparisons). */
-  readonly semver: SemVer;
 }
 
 /** Anything a comparison accepts: a version string or an already parsed version. */
@@ -63,98 +86,184 @@ export type VersionComparison = -1 | 0 | 1 | 2;
 export const UNORDERED = 2 as const;
 
 const DIGITS = /^[0-9]+$/;
+const ALPHANUM = /^[0-9A-Za-z-]+$/;
+/** Go `strings.TrimSpace` (unicode.IsSpace), which differs from `String.prototype.trim` (U+0085, U+FEFF). */
+const GO_SPACE = '\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
+const GO_TRIM = new RegExp(`^[${GO_SPACE}]+|[${GO_SPACE}]+$`, 'g');
 
-/** blang/semver ParseTolerant pre-processing: trim, drop one `v`, strip leading zeros, fill short versions. */
-function tolerantNormalize(input: string): string {
-  let s = input.trim();
+/** Digit string without leading zeros as an exact uint64, or undefined when out of range. */
+function uint64(digits: string): bigint | undefined {
+  if (
+    digits.length > UINT64_MAX_DIGITS.length ||
+    (digits.length === UINT64_MAX_DIGITS.length && digits > UINT64_MAX_DIGITS)
+  ) {
+    return undefined;
+  }
+  return BigInt(digits);
+}
+
+function outOfRange(what: string, digits: string): string {
+  const shown = digits.length > 40 ? `${digits.slice(0, 20)}…(${digits.length} digits)` : digits;
+  return `${what} ${shown} is out of range (at most ${UINT64_MAX_DIGITS})`;
+}
+
+/** blang/semver ParseTolerant pre-processing of the three dot-separated parts. */
+function tolerantPart(part: string): string {
+  if (part.length <= 1) {
+    return part;
+  }
+  let i = 0;
+  while (i < part.length && part.charCodeAt(i) === 48 /* 0 */) {
+    i++;
+  }
+  const trimmed = part.slice(i);
+  const first = trimmed.charCodeAt(0);
+  return trimmed.length === 0 || !(first >= 48 && first <= 57) ? `0${trimmed}` : trimmed;
+}
+
+function parseUncached(input: string): KubeVersion {
+  if (typeof input !== 'string') {
+    throw new VersionError(String(input), 'not a string');
+  }
+  let s = input.replace(GO_TRIM, '');
   if (s.startsWith('v')) {
     s = s.slice(1);
   }
   if (s.length === 0) {
     throw new VersionError(input, 'empty version');
   }
-  const parts = splitN(s, '.', 3).map((part) => {
-    if (part.length <= 1) {
-      return part;
-    }
-    const trimmed = part.replace(/^0+/, '');
-    return trimmed.length === 0 || !/^[0-9]/.test(trimmed) ? `0${trimmed}` : trimmed;
-  });
-  if (parts.length < 3) {
-    const last = parts[parts.length - 1] ?? '';
-    if (/[+-]/.test(last)) {
+  const d1 = s.indexOf('.');
+  const d2 = d1 < 0 ? -1 : s.indexOf('.', d1 + 1);
+  const givenMajor = d1 < 0 ? s : s.slice(0, d1);
+  const givenMinor = d1 < 0 ? '' : d2 < 0 ? s.slice(d1 + 1) : s.slice(d1 + 1, d2);
+  const majorPart = tolerantPart(givenMajor);
+  let minorPart: string;
+  let rest: string;
+  if (d1 < 0 || d2 < 0) {
+    const last = d1 < 0 ? majorPart : tolerantPart(givenMinor);
+    if (last.includes('+') || last.includes('-')) {
       throw new VersionError(input, 'a short version cannot carry pre-release or build metadata');
     }
-    while (parts.length < 3) {
-      parts.push('0');
-    }
+    minorPart = d1 < 0 ? '0' : last;
+    rest = '0';
+  } else {
+    minorPart = tolerantPart(givenMinor);
+    rest = tolerantPart(s.slice(d2 + 1));
   }
-  return parts.join('.');
-}
-
-function splitN(s: string, sep: string, n: number): string[] {
-  const out: string[] = [];
-  let rest = s;
-  while (out.length < n - 1) {
-    const i = rest.indexOf(sep);
-    if (i < 0) {
-      break;
-    }
-    out.push(rest.slice(0, i));
-    rest = rest.slice(i + sep.length);
-  }
-  out.push(rest);
-  return out;
-}
-
-/** Parses a Kubernetes version tolerantly; throws {@link VersionError} naming the input. */
-export function parseVersion(input: string): KubeVersion {
-  if (typeof input !== 'string') {
-    throw new VersionError(String(input), 'not a string');
-  }
-  const normalized = tolerantNormalize(input);
-  const [majorPart = '', minorPart = ''] = splitN(normalized, '.', 3);
-  const [givenMajor = '', givenMinor = ''] = splitN(input.trim().replace(/^v/, ''), '.', 3);
   if (!DIGITS.test(majorPart)) {
     throw new VersionError(input, `invalid major number ${JSON.stringify(givenMajor)}`);
   }
   if (!DIGITS.test(minorPart)) {
     throw new VersionError(input, `invalid minor number ${JSON.stringify(givenMinor)}`);
   }
-  const parsed = semver.parse(normalized);
-  if (parsed === null) {
-    throw new VersionError(input, 'not a semantic version (expected vMAJOR.MINOR.PATCH[-PRE][+BUILD])');
+  const major = uint64(majorPart);
+  if (major === undefined) {
+    throw new VersionError(input, outOfRange('major number', majorPart));
   }
-  const canonical = `v${parsed.version}${parsed.build.length > 0 ? `+${parsed.build.join('.')}` : ''}`;
-  return {
+  const minor = uint64(minorPart);
+  if (minor === undefined) {
+    throw new VersionError(input, outOfRange('minor number', minorPart));
+  }
+
+  let patchPart = rest;
+  let build: string[] = [];
+  let pre: string[] = [];
+  const plus = patchPart.indexOf('+');
+  if (plus >= 0) {
+    build = patchPart.slice(plus + 1).split('.');
+    patchPart = patchPart.slice(0, plus);
+  }
+  const dash = patchPart.indexOf('-');
+  if (dash >= 0) {
+    pre = patchPart.slice(dash + 1).split('.');
+    patchPart = patchPart.slice(0, dash);
+  }
+  if (!DIGITS.test(patchPart)) {
+    throw new VersionError(input, `invalid patch number ${JSON.stringify(patchPart)}`);
+  }
+  const patch = uint64(patchPart);
+  if (patch === undefined) {
+    throw new VersionError(input, outOfRange('patch number', patchPart));
+  }
+  const prerelease: (string | bigint)[] = [];
+  for (const id of pre) {
+    if (DIGITS.test(id)) {
+      if (id.length > 1 && id.charCodeAt(0) === 48) {
+        throw new VersionError(input, `numeric pre-release identifier ${JSON.stringify(id)} has a leading zero`);
+      }
+      const n = uint64(id);
+      if (n === undefined) {
+        throw new VersionError(input, outOfRange('numeric pre-release identifier', id));
+      }
+      prerelease.push(n);
+    } else if (ALPHANUM.test(id)) {
+      prerelease.push(id);
+    } else {
+      throw new VersionError(input, `invalid pre-release identifier ${JSON.stringify(id)}`);
+    }
+  }
+  for (const id of build) {
+    if (!ALPHANUM.test(id)) {
+      throw new VersionError(input, `invalid build identifier ${JSON.stringify(id)}`);
+    }
+  }
+  const canonical = `v${major}.${minor}.${patch}${pre.length > 0 ? `-${pre.join('.')}` : ''}${build.length > 0 ? `+${build.join('.')}` : ''}`;
+  return Object.freeze({
     raw: input,
     canonical,
-    major: parsed.major,
-    minor: parsed.minor,
-    patch: parsed.patch,
-    prerelease: parsed.prerelease,
-    build: parsed.build,
-    semver: parsed,
-  };
+    major,
+    minor,
+    patch,
+    prerelease: Object.freeze(prerelease),
+    build: Object.freeze(build),
+  });
+}
+
+/** Memo of parsed versions (and errors) by input string; cleared when full so it stays bounded. */
+const PARSE_CACHE_LIMIT = 4096;
+const parseCache = new Map<string, KubeVersion | VersionError>();
+
+function parseCached(input: string): KubeVersion | VersionError {
+  let hit = parseCache.get(input);
+  if (hit === undefined) {
+    try {
+      hit = parseUncached(input);
+    } catch (err) {
+      if (!(err instanceof VersionError)) {
+        throw err;
+      }
+      hit = err;
+    }
+    if (typeof input === 'string' && input.length <= 256) {
+      if (parseCache.size >= PARSE_CACHE_LIMIT) {
+        parseCache.clear();
+      }
+      parseCache.set(input, hit);
+    }
+  }
+  return hit;
+}
+
+/** Parses a Kubernetes version tolerantly; throws {@link VersionError} naming the input. */
+export function parseVersion(input: string): KubeVersion {
+  const parsed = parseCached(input);
+  if (parsed instanceof VersionError) {
+    throw parsed;
+  }
+  return parsed;
 }
 
 /** Like {@link parseVersion} but returns the error instead of throwing. */
 export function tryParseVersion(
   input: string,
 ): { readonly ok: true; readonly version: KubeVersion } | { readonly ok: false; readonly error: VersionError } {
-  try {
-    return { ok: true, version: parseVersion(input) };
-  } catch (err) {
-    if (err instanceof VersionError) {
-      return { ok: false, error: err };
-    }
-    throw err;
-  }
+  const parsed = parseCached(input);
+  return parsed instanceof VersionError ? { ok: false, error: parsed } : { ok: true, version: parsed };
 }
 
 /** True when the input parses as a Kubernetes version. */
 export function isValidVersion(input: string): boolean {
-  return tryParseVersion(input).ok;
+  return !(parseCached(input) instanceof VersionError);
 }
 
 function toVersion(v: VersionLike): KubeVersion {
@@ -166,11 +275,11 @@ export function canonicalVersion(v: VersionLike): string {
   return toVersion(v).canonical;
 }
 
-export function majorOf(v: VersionLike): number {
+export function majorOf(v: VersionLike): bigint {
   return toVersion(v).major;
 }
 
-export function minorOf(v: VersionLike): number {
+export function minorOf(v: VersionLike): bigint {
   return toVersion(v).minor;
 }
 
@@ -180,24 +289,58 @@ export function minorLabel(v: VersionLike): string {
   return `v${parsed.major}.${parsed.minor}`;
 }
 
+function cmp(a: bigint | string, b: bigint | string): -1 | 0 | 1 {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** blang/semver `Version.Compare`: semver precedence ignoring build metadata, -1, 0 or 1. */
+function compareCore(a: KubeVersion, b: KubeVersion): -1 | 0 | 1 {
+  const c = cmp(a.major, b.major) || cmp(a.minor, b.minor) || cmp(a.patch, b.patch);
+  if (c !== 0) {
+    return c;
+  }
+  const ap = a.prerelease;
+  const bp = b.prerelease;
+  if (ap.length === 0 || bp.length === 0) {
+    return ap.length === bp.length ? 0 : ap.length === 0 ? 1 : -1;
+  }
+  const n = Math.min(ap.length, bp.length);
+  for (let i = 0; i < n; i++) {
+    const x = ap[i] as string | bigint;
+    const y = bp[i] as string | bigint;
+    const xNum = typeof x === 'bigint';
+    const yNum = typeof y === 'bigint';
+    // Numeric identifiers sort before alphanumeric ones; two of a kind compare by value (strings bytewise).
+    const d = xNum === yNum ? cmp(x, y) : xNum ? -1 : 1;
+    if (d !== 0) {
+      return d;
+    }
+  }
+  return ap.length === bp.length ? 0 : ap.length < bp.length ? -1 : 1;
+}
+
 /** Semver precedence ignoring build metadata: -1, 0 or 1. */
 export function compareIgnoringBuild(a: VersionLike, b: VersionLike): -1 | 0 | 1 {
-  return semver.compare(toVersion(a).semver, toVersion(b).semver);
+  return compareCore(toVersion(a), toVersion(b));
+}
+
+/** CAPI `newBuildIdentifier`: digits-only identifiers are numbers, clamped to uint64 like an ignored ParseUint error. */
+function buildNumber(id: string): bigint {
+  let i = 0;
+  while (i < id.length - 1 && id.charCodeAt(i) === 48) {
+    i++;
+  }
+  return uint64(id.slice(i)) ?? UINT64_MAX;
 }
 
 function compareBuildIdentifier(a: string, b: string): VersionComparison {
   const aNum = DIGITS.test(a);
   const bNum = DIGITS.test(b);
-  if (aNum && !bNum) {
-    return -1;
+  if (aNum !== bNum) {
+    return aNum ? -1 : 1;
   }
-  if (!aNum && bNum) {
-    return 1;
-  }
-  if (aNum && bNum) {
-    const x = BigInt(a);
-    const y = BigInt(b);
-    return x < y ? -1 : x > y ? 1 : 0;
+  if (aNum) {
+    return cmp(buildNumber(a), buildNumber(b));
   }
   return a === b ? 0 : UNORDERED;
 }
@@ -209,7 +352,7 @@ function compareBuildIdentifier(a: string, b: string): VersionComparison {
 export function compareVersions(a: VersionLike, b: VersionLike): VersionComparison {
   const va = toVersion(a);
   const vb = toVersion(b);
-  const main = semver.compare(va.semver, vb.semver);
+  const main = compareCore(va, vb);
   if (main !== 0) {
     return main;
   }

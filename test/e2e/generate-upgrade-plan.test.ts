@@ -4,7 +4,7 @@ import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts
 import { hookPath } from '../../src/api/hook-route.ts';
 import { validateUpgradePlan } from '../../src/domain/upgrade-plan-validator.ts';
 import { callHook } from '../support/capi-client.ts';
-import { cluster } from '../support/capi-fixtures.ts';
+import { cluster, sampleRequest } from '../support/capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 
 const path = hookPath('GenerateUpgradePlan', defaultHandlerName('GenerateUpgradePlan'));
@@ -111,5 +111,48 @@ describe('GenerateUpgradePlan over HTTPS', () => {
     expect(res.status).toBe('Failure');
     expect(res.message).toContain('annotation upgrades.capi-orchestrator.io/control-plane-upgrade-strategy');
     expect(res.message).toContain('"yolo"');
+  });
+
+  it('answers huge targets with a Failure at once while another hook keeps answering', async () => {
+    // On main `v1.30000000.0` held the event loop for 15 s and `v1.9007199254740991.0` never returned.
+    const huge = ['v1.30000000.0', 'v1.9007199254740991.0', `v1.${'9'.repeat(400)}.0`];
+    const SHOWN_400 = `v1.${'9'.repeat(29)}…(405 characters)`;
+    const timed = async <T>(f: () => Promise<T>) => {
+      const started = performance.now();
+      const value = await f();
+      return { value, ms: performance.now() - started };
+    };
+    const started = performance.now();
+    const [plans, other] = await Promise.all([
+      Promise.all(huge.map((to) => timed(() => call(planRequest('v1.30.5', to, { workers: 'v1.30.5' }))))),
+      timed(() =>
+        callHook<{ status: string }>(
+          t.url,
+          hookPath('BeforeClusterCreate', defaultHandlerName('BeforeClusterCreate')),
+          sampleRequest('BeforeClusterCreate'),
+          { ca: t.ca.certPem, timeout: '10s' },
+        ),
+      ),
+    ]);
+    const wall = performance.now() - started;
+
+    expect(plans.map((p) => p.value.status)).toEqual(['Failure', 'Failure', 'Failure']);
+    expect(plans[0]?.value.message).toBe(
+      'the upgrade from v1.30.5 to v1.30000000.0 spans 29999970 minor versions; at most 64 are planned in one upgrade',
+    );
+    expect(plans[1]?.value.message).toBe(
+      'the upgrade from v1.30.5 to v1.9007199254740991.0 spans 9007199254740961 minor versions; at most 64 are planned in one upgrade',
+    );
+    expect(plans[2]?.value.message).toBe(
+      `cannot plan an upgrade from v1.30.5 (workers v1.30.5) to ${SHOWN_400}: target: invalid Kubernetes version "${SHOWN_400}": minor number ${'9'.repeat(20)}…(400 digits) is out of range (at most 18446744073709551615)`,
+    );
+    expect(plans.every((p) => p.value.controlPlaneUpgrades === undefined)).toBe(true);
+    expect(other.value.statusCode).toBe(200);
+    expect(other.value.body.status).toBe('Success');
+    // Each call is a fresh TLS connection; a second is far above that and far below the old 15 s stall.
+    expect(wall).toBeLessThan(1000);
+
+    // And the same answer again: the Failure is stable.
+    expect(await call(planRequest('v1.30.5', 'v1.30000000.0', { workers: 'v1.30.5' }))).toEqual(plans[0]?.value);
   });
 });

@@ -578,3 +578,60 @@ describe('validator properties', () => {
     );
   });
 });
+
+describe('validator: exact minors beyond 2^53 (uint64 in Cluster API)', () => {
+  it('sees a skipped minor that a JavaScript number would round away', () => {
+    // As a JavaScript number, 9007199254740992 + 1 is 9007199254740992: the expected next minor would be wrong.
+    expect(
+      validateUpgradePlan({
+        fromControlPlane: 'v1.9007199254740992.0',
+        to: 'v1.9007199254740994.0',
+        controlPlaneUpgrades: ['v1.9007199254740994.0'],
+        workersUpgrades: [],
+      }),
+    ).toEqual([
+      'invalid ControlPlane upgrade plan: item 0; expecting a version with minor 9007199254740992 or 9007199254740993, found version v1.9007199254740994.0',
+    ]);
+  });
+
+  it('defaults the workers plan with exact minors', () => {
+    expect(
+      defaultAndValidateUpgradePlan({
+        fromControlPlane: 'v1.9007199254740995.0',
+        fromWorkers: 'v1.9007199254740992.0',
+        to: 'v1.9007199254740996.0',
+        controlPlaneUpgrades: ['v1.9007199254740996.0'],
+        workersUpgrades: [],
+      }),
+    ).toEqual({
+      ok: true,
+      controlPlaneUpgrades: ['v1.9007199254740996.0'],
+      workersUpgrades: ['v1.9007199254740995.0', 'v1.9007199254740996.0'],
+    });
+  });
+
+  it('accepts the last uint64 minor as the next one', () => {
+    expect(
+      validateUpgradePlan({
+        fromControlPlane: 'v1.18446744073709551614.3',
+        fromWorkers: 'v1.18446744073709551614.3',
+        to: 'v1.18446744073709551615.0',
+        controlPlaneUpgrades: ['v1.18446744073709551615.0'],
+        workersUpgrades: [],
+      }),
+    ).toEqual([]);
+  });
+
+  it('stays bounded for a huge workers span (stops at the first minor it cannot find)', () => {
+    const started = performance.now();
+    const result = computeMinimalWorkersPlan('v1.18446744073709551614.0', 'v1.0.0', 'v1.18446744073709551615.0', [
+      'v1.18446744073709551615.0',
+    ]);
+    expect(result).toEqual({
+      ok: false,
+      message:
+        'invalid upgrade plan; unable to identify a version for minor 3: workers at v1.0.0 need an intermediate step there, and neither the control plane version nor its upgrade plan has one',
+    });
+    expect(performance.now() - started).toBeLessThan(50);
+  });
+});

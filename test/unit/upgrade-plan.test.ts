@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { KUBERNETES_RELEASES, KUBERNETES_RELEASES_NEWEST } from '../../src/domain/kubernetes-releases.ts';
 import { defaultAndValidateUpgradePlan, validateUpgradePlan } from '../../src/domain/upgrade-plan-validator.ts';
 import {
+  MAX_PLAN_MINORS,
   defaultPlanPolicy,
   generateUpgradePlan,
   parseControlPlaneStrategy,
@@ -19,7 +20,7 @@ import {
   resolveCatalog,
 } from '../../src/domain/version-catalog.ts';
 import type { VersionCatalog } from '../../src/domain/version-catalog.ts';
-import { compareVersions, parseVersion } from '../../src/domain/versions.ts';
+import { UINT64_MAX, compareVersions, parseVersion } from '../../src/domain/versions.ts';
 
 function catalog(csv: string): VersionCatalog {
   const result = parseCatalog(csv);
@@ -45,7 +46,9 @@ function planOf(result: PlanResult): { controlPlaneUpgrades: string[]; workersUp
 
 /** Patches of a minor in the built-in catalog, e.g. range(30) = v1.30.0 … v1.30.14. */
 function builtInPatches(minor: number, fromPatch = 0): string[] {
-  return KUBERNETES_RELEASES.filter((v) => parseVersion(v).minor === minor && parseVersion(v).patch >= fromPatch);
+  return KUBERNETES_RELEASES.filter(
+    (v) => parseVersion(v).minor === BigInt(minor) && parseVersion(v).patch >= BigInt(fromPatch),
+  );
 }
 
 describe('built-in release catalog', () => {
@@ -62,7 +65,7 @@ describe('built-in release catalog', () => {
 
   it('has every patch from .0 up for each minor', () => {
     for (let minor = 24; minor <= parseVersion(KUBERNETES_RELEASES_NEWEST).minor; minor++) {
-      const patches = builtInPatches(minor).map((v) => parseVersion(v).patch);
+      const patches = builtInPatches(minor).map((v) => Number(parseVersion(v).patch));
       expect(patches.length).toBeGreaterThan(0);
       expect(patches).toEqual(patches.map((_, i) => i));
     }
@@ -468,6 +471,205 @@ describe('generateUpgradePlan: requests that cannot be planned', () => {
   });
 });
 
+/** Plans and measures: the answer and how long it took in milliseconds. */
+function timedPlan(request: PlanRequest, overrides: Partial<PlanPolicy> = {}): { result: PlanResult; ms: number } {
+  const started = performance.now();
+  const result = generateUpgradePlan(request, policy(overrides));
+  return { result, ms: performance.now() - started };
+}
+
+/** A catalog with one version of every minor strictly between two minors (at most a few hundred). */
+function everyMinorCatalog(fromMinor: bigint, toMinor: bigint): VersionCatalog {
+  const versions: string[] = [];
+  for (let m = fromMinor + 1n; m < toMinor; m++) versions.push(`v1.${m}.3`);
+  return versions.length === 0 ? catalog('v1.0.0') : catalog(versions.join(','));
+}
+
+/**
+ * Work is bounded by MAX_PLAN_MINORS, never by the numeric distance between versions. The time
+ * bound is a correctness bound (nothing is enumerated before the cap is checked), not a benchmark:
+ * on main `v1.30000000.0` took 15 s and `v1.9007199254740991.0` never returned.
+ */
+describe('generateUpgradePlan: bounded work for huge versions', () => {
+  const BOUND_MS = 50;
+  const DIGITS_400 = '9'.repeat(400);
+  /** How messages show the 405-character target: its first 32 characters and its length. */
+  const SHOWN_400 = `v1.${'9'.repeat(29)}…(405 characters)`;
+  const strategies: [string, Partial<PlanPolicy>][] = [
+    ['newest-patch, minimal workers', {}],
+    ['every-patch, every-minor workers', { controlPlane: 'every-patch', workers: 'every-minor' }],
+    ['explicit workers list', { workers: ['v1.31.0', 'v1.40.0', 'v1.9007199254740990.0'] }],
+  ];
+
+  it.each(
+    strategies.flatMap(([name, overrides]) =>
+      [
+        [
+          'v1.30000000.0',
+          'the upgrade from v1.30.5 to v1.30000000.0 spans 29999970 minor versions; at most 64 are planned in one upgrade',
+        ],
+        [
+          'v1.9007199254740991.0',
+          'the upgrade from v1.30.5 to v1.9007199254740991.0 spans 9007199254740961 minor versions; at most 64 are planned in one upgrade',
+        ],
+        [
+          'v1.18446744073709551615.0',
+          'the upgrade from v1.30.5 to v1.18446744073709551615.0 spans 18446744073709551585 minor versions; at most 64 are planned in one upgrade',
+        ],
+        [
+          `v1.${DIGITS_400}.0`,
+          `cannot plan an upgrade from v1.30.5 (workers v1.30.5) to ${SHOWN_400}: target: invalid Kubernetes version "${SHOWN_400}": minor number ${'9'.repeat(20)}…(400 digits) is out of range (at most 18446744073709551615)`,
+        ],
+      ].map(([to, message]) => ({ name, overrides, to: to as string, message: message as string })),
+    ),
+  )('$name: to $to answers a stable failure in bounded time', ({ overrides, to, message }) => {
+    const first = timedPlan({ fromControlPlane: 'v1.30.5', fromWorkers: 'v1.30.5', to }, overrides);
+    const second = timedPlan({ fromControlPlane: 'v1.30.5', fromWorkers: 'v1.30.5', to }, overrides);
+    expect(first.result).toEqual({ ok: false, message });
+    expect(second.result).toEqual(first.result);
+    expect(first.ms).toBeLessThan(BOUND_MS);
+    expect(second.ms).toBeLessThan(BOUND_MS);
+  });
+
+  it(`plans exactly ${MAX_PLAN_MINORS} minors and refuses ${MAX_PLAN_MINORS + 1}`, () => {
+    expect(MAX_PLAN_MINORS).toBe(64);
+    const cat = everyMinorCatalog(30n, 200n);
+    const request = { fromControlPlane: 'v1.30.0', fromWorkers: 'v1.30.0', to: 'v1.94.0' };
+    const ok = timedPlan(request, { catalog: cat, workers: 'every-minor' });
+    const plan = planOf(ok.result);
+    expect(plan.controlPlaneUpgrades).toHaveLength(64);
+    expect(plan.controlPlaneUpgrades[0]).toBe('v1.31.3');
+    expect(plan.controlPlaneUpgrades.at(-1)).toBe('v1.94.0');
+    expect(plan.workersUpgrades).toEqual(plan.controlPlaneUpgrades);
+    expect(validateUpgradePlan({ ...request, ...plan })).toEqual([]);
+    expect(ok.ms).toBeLessThan(BOUND_MS);
+
+    expect(timedPlan({ ...request, to: 'v1.95.0' }, { catalog: cat }).result).toEqual({
+      ok: false,
+      message: 'the upgrade from v1.30.0 to v1.95.0 spans 65 minor versions; at most 64 are planned in one upgrade',
+    });
+  });
+
+  it('refuses by the control plane distance, whatever the catalog or a patch-only target', () => {
+    // A catalog that lists every minor does not lift the cap.
+    expect(
+      timedPlan({ fromControlPlane: 'v1.0.0', to: 'v1.100.0' }, { catalog: everyMinorCatalog(0n, 100n) }).result,
+    ).toEqual({
+      ok: false,
+      message: 'the upgrade from v1.0.0 to v1.100.0 spans 100 minor versions; at most 64 are planned in one upgrade',
+    });
+    // Huge but equal minors are not a long upgrade.
+    expect(
+      planOf(timedPlan({ fromControlPlane: 'v1.9007199254740993.1', to: 'v1.9007199254740993.7' }).result),
+    ).toEqual({
+      controlPlaneUpgrades: ['v1.9007199254740993.7'],
+      workersUpgrades: [],
+    });
+  });
+
+  it('workers far behind a huge control plane stay bounded (steps are walked, not minors)', () => {
+    for (const workers of ['every-minor', 'minimal', ['v1.9007199254740992.0']] as WorkersStrategy[]) {
+      const { result, ms } = timedPlan(
+        { fromControlPlane: 'v1.9007199254740992.0', fromWorkers: 'v1.0.0', to: 'v1.9007199254740993.0' },
+        { workers },
+      );
+      expect(result.ok).toBe(false);
+      expect(ms).toBeLessThan(BOUND_MS);
+    }
+  });
+});
+
+describe('generateUpgradePlan: exact version numbers beyond 2^53', () => {
+  it.each<PlanCase>([
+    {
+      name: 'one minor above 2^53 (a Number would see the same minor twice)',
+      request: {
+        fromControlPlane: 'v1.9007199254740992.0',
+        fromWorkers: 'v1.9007199254740992.0',
+        to: 'v1.9007199254740993.0',
+      },
+      policy: { workers: 'every-minor' },
+      cp: ['v1.9007199254740993.0'],
+      workers: ['v1.9007199254740993.0'],
+    },
+    {
+      name: 'patch above 2^53',
+      request: { fromControlPlane: 'v1.30.9007199254740992', to: 'v1.30.9007199254740993' },
+      policy: {},
+      cp: ['v1.30.9007199254740993'],
+      workers: [],
+    },
+    {
+      name: 'the last uint64 minor',
+      request: { fromControlPlane: 'v1.18446744073709551613.0', to: 'v1.18446744073709551615.0' },
+      policy: { catalog: catalog('v1.18446744073709551614.2,v1.18446744073709551614.9') },
+      cp: ['v1.18446744073709551614.9', 'v1.18446744073709551615.0'],
+      workers: [],
+    },
+    {
+      name: 'numeric pre-release above 2^53',
+      request: { fromControlPlane: 'v1.31.0-rc.9007199254740992', to: 'v1.31.0-rc.9007199254740993' },
+      policy: {},
+      cp: ['v1.31.0-rc.9007199254740993'],
+      workers: [],
+    },
+  ])('$name', (c) => {
+    const plan = planOf(generateUpgradePlan(c.request, policy(c.policy)));
+    expect(plan).toEqual({ controlPlaneUpgrades: c.cp, workersUpgrades: c.workers });
+    expect(validateUpgradePlan({ ...c.request, controlPlaneUpgrades: c.cp, workersUpgrades: c.workers })).toEqual([]);
+  });
+
+  it.each([
+    ['v1.9007199254740993.0', 'v1.9007199254740992.0'],
+    ['v1.30.9007199254740993', 'v1.30.9007199254740992'],
+    ['v1.30.0+9007199254740993', 'v1.30.0+9007199254740992'],
+    ['v1.30.0-rc.9007199254740993', 'v1.30.0-rc.9007199254740992'],
+  ])('%s → %s is a downgrade', (from, to) => {
+    expect(generateUpgradePlan({ fromControlPlane: from, to })).toEqual({
+      ok: false,
+      message: `cannot plan an upgrade from ${from} to ${to}: downgrading the control plane is not supported`,
+    });
+  });
+
+  it('a property: any uint64 start and any distance either plans one step per minor or is refused by the cap', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.bigInt({ min: 0n, max: UINT64_MAX - 200n }),
+          fc.bigInt({ min: 2n ** 53n - 100n, max: 2n ** 53n + 100n }),
+        ),
+        fc.bigInt({ min: 0n, max: 200n }),
+        (fromMinor, distance) => {
+          const toMinor = fromMinor + distance;
+          const request = {
+            fromControlPlane: `v1.${fromMinor}.1`,
+            fromWorkers: `v1.${fromMinor}.1`,
+            to: `v1.${toMinor}.2`,
+          };
+          const { result, ms } = timedPlan(request, { catalog: everyMinorCatalog(fromMinor, toMinor) });
+          expect(ms).toBeLessThan(50);
+          if (distance > BigInt(MAX_PLAN_MINORS)) {
+            expect(result).toEqual({
+              ok: false,
+              message: `the upgrade from ${request.fromControlPlane} to ${request.to} spans ${distance} minor versions; at most 64 are planned in one upgrade`,
+            });
+            return;
+          }
+          const plan = planOf(result);
+          expect(plan.controlPlaneUpgrades).toHaveLength(distance === 0n ? 1 : Number(distance));
+          expect(plan.controlPlaneUpgrades.map((v) => parseVersion(v).minor)).toEqual(
+            distance === 0n
+              ? [toMinor]
+              : Array.from({ length: Number(distance) }, (_, i) => fromMinor + 1n + BigInt(i)),
+          );
+          expect(validateUpgradePlan({ ...request, ...plan })).toEqual([]);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});
+
 describe('generateUpgradePlan: robustness', () => {
   it('answers a failure for a hand-built catalog with an invalid entry', () => {
     const broken: VersionCatalog = { versions: ['v1.30.0', 'oops'], source: 'hand-built' };
@@ -511,7 +713,7 @@ describe('strategy parsing', () => {
 
 // --- property tests -------------------------------------------------------------------------
 
-const NEWEST_MINOR = parseVersion(KUBERNETES_RELEASES_NEWEST).minor;
+const NEWEST_MINOR = Number(parseVersion(KUBERNETES_RELEASES_NEWEST).minor);
 
 /** A random catalog with at least one release of every minor from v1.24 to the newest. */
 const catalogArb: fc.Arbitrary<VersionCatalog> = fc
@@ -519,7 +721,7 @@ const catalogArb: fc.Arbitrary<VersionCatalog> = fc
   .map((keep) => {
     const chosen = KUBERNETES_RELEASES.filter((_, i) => keep[i] === true);
     for (let minor = 24; minor <= NEWEST_MINOR; minor++) {
-      if (!chosen.some((v) => parseVersion(v).minor === minor)) {
+      if (!chosen.some((v) => parseVersion(v).minor === BigInt(minor))) {
         chosen.push(`v1.${minor}.0`);
       }
     }

@@ -1,6 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
+import semver from 'semver';
 import {
+  UINT64_MAX,
   UNORDERED,
   VersionError,
   canonicalVersion,
@@ -21,16 +23,26 @@ import type { VersionComparison } from '../../src/domain/versions.ts';
 
 describe('parseVersion', () => {
   it.each([
-    ['v1.30.0', 'v1.30.0', [1, 30, 0]],
-    ['1.30.0', 'v1.30.0', [1, 30, 0]],
-    ['v1.30.0+build.1', 'v1.30.0+build.1', [1, 30, 0]],
-    ['v1.30.0-rc.1', 'v1.30.0-rc.1', [1, 30, 0]],
-    ['v1.30.0-rc.1+build.7', 'v1.30.0-rc.1+build.7', [1, 30, 0]],
-    ['v1.31.1+foo.2-bar.1', 'v1.31.1+foo.2-bar.1', [1, 31, 1]],
-    ['  v1.30.2  ', 'v1.30.2', [1, 30, 2]],
-    ['v1.30', 'v1.30.0', [1, 30, 0]],
-    ['1', 'v1.0.0', [1, 0, 0]],
-    ['v01.030.04', 'v1.30.4', [1, 30, 4]],
+    ['v1.30.0', 'v1.30.0', [1n, 30n, 0n]],
+    ['1.30.0', 'v1.30.0', [1n, 30n, 0n]],
+    ['v1.30.0+build.1', 'v1.30.0+build.1', [1n, 30n, 0n]],
+    ['v1.30.0-rc.1', 'v1.30.0-rc.1', [1n, 30n, 0n]],
+    ['v1.30.0-rc.1+build.7', 'v1.30.0-rc.1+build.7', [1n, 30n, 0n]],
+    ['v1.31.1+foo.2-bar.1', 'v1.31.1+foo.2-bar.1', [1n, 31n, 1n]],
+    ['  v1.30.2  ', 'v1.30.2', [1n, 30n, 2n]],
+    ['v1.30', 'v1.30.0', [1n, 30n, 0n]],
+    ['1', 'v1.0.0', [1n, 0n, 0n]],
+    ['v01.030.04', 'v1.30.4', [1n, 30n, 4n]],
+    ['v1.30.0+007', 'v1.30.0+007', [1n, 30n, 0n]],
+    ['v1.30.00-rc.1', 'v1.30.0-rc.1', [1n, 30n, 0n]],
+    ['v1.9007199254740993.0', 'v1.9007199254740993.0', [1n, 9007199254740993n, 0n]],
+    ['v1.18446744073709551615.0', 'v1.18446744073709551615.0', [1n, UINT64_MAX, 0n]],
+    [
+      'v18446744073709551615.0.18446744073709551615',
+      'v18446744073709551615.0.18446744073709551615',
+      [UINT64_MAX, 0n, UINT64_MAX],
+    ],
+    ['\u0085v1.30.0\u3000', 'v1.30.0', [1n, 30n, 0n]],
   ] as const)('parses %j as %s', (input, canonical, [major, minor, patch]) => {
     const v = parseVersion(input);
     expect(v.canonical).toBe(canonical);
@@ -41,7 +53,8 @@ describe('parseVersion', () => {
 
   it('keeps pre-release and build identifiers', () => {
     const v = parseVersion('v1.30.0-rc.1+build.7');
-    expect(v.prerelease).toEqual(['rc', 1]);
+    expect(v.prerelease).toEqual(['rc', 1n]);
+    expect(parseVersion('v1.30.0-rc.9007199254740993').prerelease).toEqual(['rc', 9007199254740993n]);
     expect(v.build).toEqual(['build', '7']);
   });
 
@@ -73,9 +86,42 @@ describe('parseVersion', () => {
   );
 
   it('has helpers for major, minor and the minor label', () => {
-    expect(majorOf('v1.32.3+b.1')).toBe(1);
-    expect(minorOf('1.32.3')).toBe(32);
+    expect(majorOf('v1.32.3+b.1')).toBe(1n);
+    expect(minorOf('1.32.3')).toBe(32n);
     expect(minorLabel('v1.32.3-rc.0')).toBe('v1.32');
+  });
+
+  // Outcomes checked against github.com/blang/semver/v4 v4.0.0 ParseTolerant (Go 1.26): numeric
+  // identifiers are uint64, strconv.ParseUint's range error makes the version invalid.
+  it.each([
+    ['v1.18446744073709551616.0', 'minor number 18446744073709551616 is out of range (at most 18446744073709551615)'],
+    ['v18446744073709551616.0.0', 'major number 18446744073709551616 is out of range (at most 18446744073709551615)'],
+    ['v1.0.18446744073709551616', 'patch number 18446744073709551616 is out of range (at most 18446744073709551615)'],
+    [
+      'v1.30.0-rc.18446744073709551616',
+      'numeric pre-release identifier 18446744073709551616 is out of range (at most 18446744073709551615)',
+    ],
+    [
+      `v1.${'9'.repeat(400)}.0`,
+      'minor number 99999999999999999999…(400 digits) is out of range (at most 18446744073709551615)',
+    ],
+    ['v1.30.0-rc.01', 'numeric pre-release identifier "01" has a leading zero'],
+    ['v1.30.0\ufeff', 'invalid patch number "0\ufeff"'],
+    ['v1.30.0+', 'invalid build identifier ""'],
+    ['v1.30.0-', 'invalid pre-release identifier ""'],
+  ])('rejects %j as Go semver does: %s', (input, reason) => {
+    const result = tryParseVersion(input);
+    expect(result.ok).toBe(false);
+    if (!result.ok) {
+      expect(result.error.reason).toBe(reason);
+    }
+  });
+
+  it('parses and rejects in time linear in the input (a 100,000-digit minor)', () => {
+    const started = performance.now();
+    expect(isValidVersion(`v1.${'7'.repeat(100_000)}.0`)).toBe(false);
+    expect(isValidVersion(`v1.30.0+${'7'.repeat(100_000)}`)).toBe(true);
+    expect(performance.now() - started).toBeLessThan(50);
   });
 });
 
@@ -101,6 +147,28 @@ describe('compareVersions (Cluster API order, build tags included)', () => {
     expect(compareVersions(a, b)).toBe(want);
     const reverse = want === UNORDERED ? UNORDERED : want === 0 ? 0 : -want;
     expect(compareVersions(b, a)).toBe(reverse);
+  });
+
+  // Each pair checked with Cluster API v1.14.2 version.Compare(a, b, version.WithBuildTags()).
+  it.each<[string, string, VersionComparison]>([
+    ['v1.9007199254740993.0', 'v1.9007199254740992.0', 1],
+    ['v1.9007199254740992.0', 'v1.9007199254740992.0', 0],
+    ['v9007199254740993.0.0', 'v9007199254740992.0.0', 1],
+    ['v1.30.9007199254740993', 'v1.30.9007199254740992', 1],
+    ['v1.18446744073709551615.0', 'v1.18446744073709551614.0', 1],
+    ['v1.30.0-rc.9007199254740993', 'v1.30.0-rc.9007199254740992', 1],
+    ['v1.30.0-rc.18446744073709551615', 'v1.30.0-rc.a', -1],
+    ['v1.30.0+9007199254740993', 'v1.30.0+9007199254740992', 1],
+    ['v1.30.0+18446744073709551614', 'v1.30.0+18446744073709551616', -1],
+    // Build identifiers beyond uint64 are all uint64's maximum in Cluster API (ParseUint's error is ignored).
+    ['v1.30.0+18446744073709551616', 'v1.30.0+99999999999999999999999', 0],
+    ['v1.30.0+18446744073709551615', 'v1.30.0+18446744073709551616', 0],
+    // Build identifiers may have leading zeros: compared as numbers.
+    ['v1.30.0+007', 'v1.30.0+7', 0],
+    ['v1.30.0+010', 'v1.30.0+9', 1],
+  ])('compares exactly beyond 2^53: compare(%s, %s) = %d', (a, b, want) => {
+    expect(compareVersions(a, b)).toBe(want);
+    expect(compareVersions(b, a)).toBe(want === 0 ? 0 : -want);
   });
 
   it('ignores build tags when asked', () => {
@@ -179,6 +247,70 @@ describe('version properties', () => {
           expect(ab).toBe(core);
         }
       }),
+    );
+  });
+});
+
+/** Any uint64, biased towards the edges: small, around 2^53 and around 2^64. */
+const uint64Arb = fc.oneof(
+  fc.bigInt({ min: 0n, max: 60n }),
+  fc.bigInt({ min: 2n ** 53n - 3n, max: 2n ** 53n + 3n }),
+  fc.bigInt({ min: UINT64_MAX - 3n, max: UINT64_MAX }),
+  fc.bigInt({ min: 0n, max: UINT64_MAX }),
+);
+
+const sign = (x: bigint, y: bigint) => (x < y ? -1 : x > y ? 1 : 0);
+
+describe('exact numeric identifiers (properties)', () => {
+  it('major, minor, patch and numeric pre-release compare as the integers they spell', () => {
+    fc.assert(
+      fc.property(
+        fc.array(uint64Arb, { minLength: 4, maxLength: 4 }),
+        fc.array(uint64Arb, { minLength: 4, maxLength: 4 }),
+        (x, y) => {
+          const [a0, a1, a2, a3] = x as [bigint, bigint, bigint, bigint];
+          const [b0, b1, b2, b3] = y as [bigint, bigint, bigint, bigint];
+          const a = `v${a0}.${a1}.${a2}-rc.${a3}`;
+          const b = `v${b0}.${b1}.${b2}-rc.${b3}`;
+          const want = sign(a0, b0) || sign(a1, b1) || sign(a2, b2) || sign(a3, b3);
+          expect(compareVersions(a, b)).toBe(want);
+          expect(parseVersion(a).canonical).toBe(a);
+          expect([parseVersion(a).major, parseVersion(a).minor, parseVersion(a).patch]).toEqual([a0, a1, a2]);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('numeric build identifiers compare as integers, clamped to uint64 like Cluster API', () => {
+    const build = fc.oneof(uint64Arb, fc.bigInt({ min: UINT64_MAX, max: 10n ** 30n }));
+    fc.assert(
+      fc.property(build, build, fc.nat({ max: 3 }), (x, y, zeros) => {
+        const clamp = (n: bigint) => (n > UINT64_MAX ? UINT64_MAX : n);
+        const a = `v1.30.0+${'0'.repeat(zeros)}${x}`;
+        const b = `v1.30.0+${y}`;
+        expect(compareVersions(a, b)).toBe(sign(clamp(x), clamp(y)));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('agrees with node-semver wherever node-semver is exact (identifiers below 2^53)', () => {
+    const small = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER - 1 });
+    const pre = fc.option(
+      fc.array(fc.oneof(small.map(String), fc.stringMatching(/^[a-z][0-9a-z-]{0,4}$/)), { minLength: 1, maxLength: 3 }),
+      {
+        nil: undefined,
+      },
+    );
+    const arb = fc
+      .tuple(small, small, small, pre)
+      .map(([ma, mi, pa, p]) => `${ma}.${mi}.${pa}${p ? `-${p.join('.')}` : ''}`);
+    fc.assert(
+      fc.property(arb, arb, (a, b) => {
+        expect(compareIgnoringBuild(a, b)).toBe(semver.compare(a, b));
+      }),
+      { numRuns: 500 },
     );
   });
 });
