@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Ensures the real Cluster API managers exist in the tool cache, building them from
+# the Go module proxy (module tools/capi) when missing, and prints their locations.
+#
+#   scripts/tools-capi.sh                 # ensure, print `export VAR='path'` lines on stdout
+#   scripts/tools-capi.sh --env-file F    # ensure, also write the export lines to F
+#   eval "$(scripts/tools-capi.sh)"       # typical use
+#
+# Exported variables: CAPI_VERSION, CAPI_MANAGER_BINARY (core), CABPK_MANAGER_BINARY
+# (kubeadm bootstrap), KCP_MANAGER_BINARY (kubeadm control plane), CAPD_MANAGER_BINARY
+# (Docker provider, used with its in-memory backend), CAPI_MODULE_DIR and
+# CAPI_TEST_MODULE_DIR (module-cache sources of sigs.k8s.io/cluster-api and
+# sigs.k8s.io/cluster-api/test at CAPI_VERSION: CRDs, webhook manifests, templates).
+#
+# Cache: ${CAPI_UO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-upgrade-orchestrator}/tools/cluster-api-<version>/
+# Progress goes to stderr; stdout carries only the export lines.
+#
+# The managers are built from patched copies of two upstream files (go build
+# -modfile with replaces to the copies) so that nothing listens beyond loopback,
+# which upstream offers no flag for:
+#   - controller-runtime's webhook server defaults its host to 127.0.0.1 (all four
+#     managers; upstream listens on every interface);
+#   - CAPD's in-memory workload API servers and debug server listen on 127.0.0.1,
+#     the debug server on an ephemeral port (upstream: fixed :19000, so a second
+#     CAPD on the machine would exit), and the workload port picker skips ports
+#     already in use (upstream TODO) so two CAPDs on one machine do not collide.
+# A patch that no longer applies (new CAPI/controller-runtime release) fails the build.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${CAPI_UO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-upgrade-orchestrator}"
+TOOLS="$CACHE/tools"
+MOD="$ROOT/tools/capi"
+# Bump when the patches or build flags change: cached binaries of another
+# revision are rebuilt.
+BUILD_REV=1
+
+log() { printf '[tools-capi] %s\n' "$*" >&2; }
+die() { printf '[tools-capi] error: %s\n' "$*" >&2; exit 1; }
+
+ENV_FILE=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --env-file) ENV_FILE="${2:?--env-file needs a path}"; shift 2 ;;
+    --env-file=*) ENV_FILE="${1#*=}"; shift ;;
+    ensure) shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) die "unknown argument: $1" ;;
+  esac
+done
+
+command -v go >/dev/null 2>&1 ||
+  die "'go' not found on PATH: install Go >= 1.26 (needed to build Cluster API from the Go module proxy)"
+
+# The CAPI version is the one in tools/capi/go.mod (single source of truth); the
+# api and test modules must be at the same release.
+req() { awk -v m="$1" '($1 == m && $2 ~ /^v/) || ($1 == "require" && $2 == m) { print ($1 == m ? $2 : $3); exit }' "$MOD/go.mod"; }
+CAPI_VERSION="$(req sigs.k8s.io/cluster-api)"
+[ -n "$CAPI_VERSION" ] || die "cannot read the sigs.k8s.io/cluster-api version from tools/capi/go.mod"
+for m in sigs.k8s.io/cluster-api/api sigs.k8s.io/cluster-api/test; do
+  [ "$(req "$m")" = "$CAPI_VERSION" ] || die "tools/capi/go.mod: $m is at $(req "$m"), not $CAPI_VERSION"
+done
+CAPI_MINOR="$(echo "$CAPI_VERSION" | cut -d. -f2)"
+
+mkdir -p "$TOOLS"
+# Serialise concurrent callers so a cold build happens once.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$TOOLS/.tools-capi.lock"
+  flock 9
+fi
+
+DIR="$TOOLS/cluster-api-$CAPI_VERSION"
+# binary name -> package
+declare -A PKG=(
+  [capi-manager]=sigs.k8s.io/cluster-api/core
+  [cabpk-manager]=sigs.k8s.io/cluster-api/bootstrap/kubeadm
+  [kcp-manager]=sigs.k8s.io/cluster-api/controlplane/kubeadm
+  [capd-manager]=sigs.k8s.io/cluster-api/test/infrastructure/docker
+)
+
+# Module directories as the build resolves them (downloads when missing).
+mod_dirs="$(cd "$MOD" && GOFLAGS='' go list -m -f '{{.Path}} {{.Dir}}' \
+  sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test sigs.k8s.io/controller-runtime 2>/dev/null)" || mod_dirs=""
+moddir() { awk -v m="$1" '$1 == m { print $2 }' <<<"$mod_dirs"; }
+if [ -z "$(moddir sigs.k8s.io/cluster-api)" ] || [ ! -d "$(moddir sigs.k8s.io/cluster-api)" ]; then
+  log "downloading Cluster API $CAPI_VERSION modules (go mod download)"
+  (cd "$MOD" && GOFLAGS='' go mod download) || die "go mod download in tools/capi failed"
+  mod_dirs="$(cd "$MOD" && GOFLAGS='' go list -m -f '{{.Path}} {{.Dir}}' \
+    sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test sigs.k8s.io/controller-runtime)"
+fi
+CAPI_DIR="$(moddir sigs.k8s.io/cluster-api)"
+CAPI_TEST_DIR="$(moddir sigs.k8s.io/cluster-api/test)"
+CR_DIR="$(moddir sigs.k8s.io/controller-runtime)"
+for d in "$CAPI_DIR" "$CAPI_TEST_DIR" "$CR_DIR"; do
+  [ -n "$d" ] && [ -d "$d" ] || die "module directory missing ($d): run 'go mod download' in tools/capi"
+done
+
+# patch_sources DIR: writes patched copies of controller-runtime and of the CAPI
+# test module under DIR, and DIR/go.mod (+ go.sum): tools/capi/go.mod with replaces
+# to those copies, used with `go build -modfile` so tools/capi itself stays pristine.
+# (A build -overlay cannot be used: Go refuses to overlay files in the module cache.)
+patch_sources() {
+  local out="$1" cr="$1/controller-runtime" ct="$1/cluster-api-test" f n
+  cp -R "$CR_DIR" "$cr"
+  cp -R "$CAPI_TEST_DIR" "$ct"
+  chmod -R u+w "$cr" "$ct" # module cache files are read-only
+
+  f="$cr/pkg/webhook/server.go"
+  sed -i '/^func (o \*Options) setDefaults() {$/a\
+	// capi-upgrade-orchestrator test build: listen on loopback unless a host is set.\
+	if o.Host == "" {\
+		o.Host = "127.0.0.1"\
+	}' "$f"
+  n="$(grep -c 'o.Host = "127.0.0.1"' "$f" || true)"
+  [ "$n" = 1 ] || die "cannot patch controller-runtime's webhook server (setDefaults not found)"
+
+  f="$ct/infrastructure/inmemory/pkg/server/mux.go"
+  sed -i -e 's|net.Listen("tcp", fmt.Sprintf(":%d", options.DebugPort))|net.Listen("tcp", "127.0.0.1:0")|' \
+      -e 's|net.Listen("tcp", fmt.Sprintf(":%d", wcl.Port()))|net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", wcl.Port()))|' \
+      -e '/^	\/\/ TODO: check the port is actually free. If not try the next one$/c\
+	// capi-upgrade-orchestrator test build: skip ports already taken on loopback\
+	// (another CAPD or another program), instead of failing to listen later.\
+	for ; port <= m.maxPort; port++ {\
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil { //nolint:noctx\
+			_ = l.Close()\
+			break\
+		}\
+	}\
+	if port > m.maxPort {\
+		return -1, pkgerrors.Errorf("no more free ports in the %d-%d range", m.minPort, m.maxPort)\
+	}\
+	m.portIndex = port' "$f"
+  n="$(grep -c '127.0.0.1' "$f" || true)"
+  [ "$n" = 4 ] || die "cannot patch CAPD's in-memory server (expected 4 loopback edits, got $n)"
+  ! grep -q 'net.Listen("tcp", fmt.Sprintf(":%d"' "$f" || die "CAPD's in-memory server still listens on all interfaces"
+
+  cp "$MOD/go.mod" "$MOD/go.sum" "$out/"
+  go mod edit -replace "sigs.k8s.io/controller-runtime=$cr" \
+    -replace "sigs.k8s.io/cluster-api/test=$ct" "$out/go.mod"
+}
+
+missing=()
+for b in capi-manager cabpk-manager kcp-manager capd-manager; do
+  [ -x "$DIR/$b" ] || missing+=("$b")
+done
+if [ ${#missing[@]} -eq 0 ] && [ "$(cat "$DIR/.build-rev" 2>/dev/null || true)" != "$BUILD_REV" ]; then
+  log "cached managers in $DIR are from another build revision: rebuilding"
+  missing=(capi-manager cabpk-manager kcp-manager capd-manager)
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  tmp="$(mktemp -d "$TOOLS/.cluster-api-$CAPI_VERSION.XXXXXX")"
+  trap 'rm -rf "$tmp"' EXIT
+  patch_sources "$tmp"
+  # Stamp the release like CAPI's own Makefile (hack/scripts/release/version.sh):
+  # managers log it and report it in their user agent.
+  vars="-X sigs.k8s.io/cluster-api/version.gitVersion=$CAPI_VERSION -X sigs.k8s.io/cluster-api/version.gitMajor=1"
+  vars+=" -X sigs.k8s.io/cluster-api/version.gitMinor=$CAPI_MINOR -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
+  gob=(env CGO_ENABLED=0 go build -C "$MOD" -trimpath -modfile "$tmp/go.mod" -ldflags "-s -w $vars")
+  pkgs=()
+  for b in "${missing[@]}"; do pkgs+=("${PKG[$b]}"); done
+  log "building Cluster API $CAPI_VERSION managers: ${missing[*]} (cold: several minutes)"
+  start=$(date +%s)
+  # One go build over all packages compiles the shared dependencies in parallel;
+  # the per-binary builds below then only link (two packages are both named kubeadm,
+  # so `-o DIR/` cannot name them).
+  "${gob[@]}" "${pkgs[@]}" || die "building Cluster API $CAPI_VERSION failed (see the go output above)"
+  for b in "${missing[@]}"; do
+    "${gob[@]}" -o "$tmp/$b" "${PKG[$b]}" || die "building $b failed (see the go output above)"
+  done
+  mkdir -p "$DIR"
+  for b in "${missing[@]}"; do mv -f "$tmp/$b" "$DIR/$b"; done
+  printf '%s\n' "$BUILD_REV" >"$DIR/.build-rev"
+  log "Cluster API managers built in $(( $(date +%s) - start ))s"
+fi
+
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+out="$(
+  echo "export CAPI_VERSION=$(q "$CAPI_VERSION")"
+  echo "export CAPI_MANAGER_BINARY=$(q "$DIR/capi-manager")"
+  echo "export CABPK_MANAGER_BINARY=$(q "$DIR/cabpk-manager")"
+  echo "export KCP_MANAGER_BINARY=$(q "$DIR/kcp-manager")"
+  echo "export CAPD_MANAGER_BINARY=$(q "$DIR/capd-manager")"
+  echo "export CAPI_MODULE_DIR=$(q "$CAPI_DIR")"
+  echo "export CAPI_TEST_MODULE_DIR=$(q "$CAPI_TEST_DIR")"
+)"
+if [ -n "$ENV_FILE" ]; then
+  mkdir -p "$(dirname "$ENV_FILE")"
+  printf '%s\n' "$out" >"$ENV_FILE"
+fi
+printf '%s\n' "$out"
