@@ -122,6 +122,45 @@ async function probe(s: UpgradeState, scope: HealthScope, version: string): Prom
   }
 }
 
+/**
+ * One repeated wait of a step: `check` with backoff (2 s doubling to 30 s) until `done`, or until
+ * `timeoutMs` (re-read each round, so a changed policy applies while the gate waits) has passed
+ * since the first check, which fails the upgrade. Returns the last result once done; undefined
+ * when it failed or was interrupted.
+ */
+async function pollUntil<T>(
+  s: UpgradeState,
+  call: HookCall,
+  poll: {
+    check: () => Promise<T>;
+    done: (result: T) => boolean;
+    /** Called with each result that is not done, before the timeout is checked. */
+    pending?: (result: T) => void;
+    timeoutMs: () => number;
+    /** The failure's cause once the timeout has passed. */
+    timedOut: (result: T, timeout: string) => string;
+    /** What the gate says while it waits. */
+    waiting: (result: T) => string;
+  },
+): Promise<T | undefined> {
+  const started = Date.now();
+  let delay = PROBE_INITIAL_MS;
+  for (;;) {
+    const result = await poll.check();
+    if (poll.done(result)) return result;
+    poll.pending?.(result);
+    const timeout = poll.timeoutMs();
+    if (Date.now() - started >= timeout) {
+      s.fail(call, poll.timedOut(result, formatDuration(timeout)));
+      return undefined;
+    }
+    s.setGate(call, 'Waiting', `${call.hook} ${call.version}: ${poll.waiting(result)}`);
+    await s.wait(Math.min(delay, started + timeout - Date.now()));
+    if (s.interrupted()) return undefined;
+    delay = Math.min(delay * 2, PROBE_MAX_MS);
+  }
+}
+
 /** Probes until healthy; false when it failed (the upgrade is then Failed) or was interrupted. */
 export async function probeUntilHealthy(
   s: UpgradeState,
@@ -130,37 +169,28 @@ export async function probeUntilHealthy(
   conditions: UpgradeCondition[],
   type: string,
 ): Promise<boolean> {
-  const started = Date.now();
-  let delay = PROBE_INITIAL_MS;
   const what =
     scope === 'pre'
       ? 'pre-upgrade health check'
       : `${scope === 'post' ? 'post-upgrade' : scope} health check at ${call.version}`;
-  for (;;) {
-    const report = await probe(s, scope, call.version);
-    if (report.healthy) {
-      s.setCondition(
-        conditions,
-        type,
-        'True',
-        'Passed',
-        report.warnings.length ? `passed with warnings: ${report.warnings.join('; ')}` : report.summary,
-        true,
-      );
-      return true;
-    }
-    s.setCondition(conditions, type, 'False', 'Waiting', report.summary, true);
-    // Read each time: a changed health-check-timeout applies while the gate waits.
-    const timeout = s.status.policy.healthCheckTimeoutMs;
-    if (Date.now() - started >= timeout) {
-      s.fail(call, `${what} did not pass within ${formatDuration(timeout)}: ${report.summary}`);
-      return false;
-    }
-    s.setGate(call, 'Waiting', `${call.hook} ${call.version}: waiting for the ${what}: ${report.summary}`);
-    await s.wait(Math.min(delay, started + timeout - Date.now()));
-    if (s.interrupted()) return false;
-    delay = Math.min(delay * 2, PROBE_MAX_MS);
-  }
+  const report = await pollUntil(s, call, {
+    check: () => probe(s, scope, call.version),
+    done: (r) => r.healthy,
+    pending: (r) => s.setCondition(conditions, type, 'False', 'Waiting', r.summary, true),
+    timeoutMs: () => s.status.policy.healthCheckTimeoutMs,
+    timedOut: (r, timeout) => `${what} did not pass within ${timeout}: ${r.summary}`,
+    waiting: (r) => `waiting for the ${what}: ${r.summary}`,
+  });
+  if (!report) return false;
+  s.setCondition(
+    conditions,
+    type,
+    'True',
+    'Passed',
+    report.warnings.length ? `passed with warnings: ${report.warnings.join('; ')}` : report.summary,
+    true,
+  );
+  return true;
 }
 
 /** Seed 004's capacity reservation: scale MachineDeployments up, then wait for the extra nodes. */
@@ -183,28 +213,22 @@ export async function reserveCapacity(s: UpgradeState, call: HookCall): Promise<
     return true;
   }
   s.setCondition(status.conditions, 'ScaleUpExtraNodes', 'Unknown', 'WaitingForNodes', `reserved ${reserved}`);
-  const started = Date.now();
-  let delay = PROBE_INITIAL_MS;
-  for (;;) {
-    let readiness: CapacityReadiness;
+  const readiness = async (): Promise<CapacityReadiness> => {
     try {
-      readiness = await probes.checkReservedCapacity({ cluster: status.cluster });
+      return await probes.checkReservedCapacity({ cluster: status.cluster });
     } catch (err) {
       if (!expected(err)) throw err;
-      readiness = { ready: false, pending: [`readiness could not be read: ${failureCause(err)}`] };
+      return { ready: false, pending: [`readiness could not be read: ${failureCause(err)}`] };
     }
-    if (readiness.ready) break;
-    const timeout = status.policy.capacityReadyTimeoutMs ?? DEFAULT_CAPACITY_READY_TIMEOUT_MS;
-    const pending = readiness.pending.join('; ');
-    if (Date.now() - started >= timeout) {
-      s.fail(call, `the extra machines were not Ready within ${formatDuration(timeout)}: ${pending}`);
-      return false;
-    }
-    s.setGate(call, 'Waiting', `${call.hook} ${call.version}: waiting for the extra machines: ${pending}`);
-    await s.wait(Math.min(delay, started + timeout - Date.now()));
-    if (s.interrupted()) return false;
-    delay = Math.min(delay * 2, PROBE_MAX_MS);
-  }
+  };
+  const ready = await pollUntil(s, call, {
+    check: readiness,
+    done: (r) => r.ready,
+    timeoutMs: () => status.policy.capacityReadyTimeoutMs ?? DEFAULT_CAPACITY_READY_TIMEOUT_MS,
+    timedOut: (r, timeout) => `the extra machines were not Ready within ${timeout}: ${r.pending.join('; ')}`,
+    waiting: (r) => `waiting for the extra machines: ${r.pending.join('; ')}`,
+  });
+  if (!ready) return false;
   s.setCondition(status.conditions, 'ScaleUpExtraNodes', 'True', 'Reserved', `reserved ${reserved}`);
   return true;
 }
