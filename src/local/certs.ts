@@ -27,11 +27,21 @@ function newKeys(): { publicKey: forge.pki.PublicKey; privateKey: forge.pki.rsa.
   return { privateKey: forgeKey, publicKey: forge.pki.setRsaPublicKey(forgeKey.n, forgeKey.e), keyPem };
 }
 
+/**
+ * A positive serial number whose DER encoding is minimal. OpenSSL 3 refuses a
+ * certificate whose serial has a redundant leading zero byte ("illegal
+ * padding"): a first byte of 1 to 0x7f needs no sign byte and has none.
+ */
+export function serialNumberHex(random: Uint8Array): string {
+  const bytes = Uint8Array.from(random);
+  bytes[0] = bytes[0]! & 0x7f || 0x01;
+  return Buffer.from(bytes).toString('hex');
+}
+
 function baseCertificate(publicKey: forge.pki.PublicKey, commonName: string, validDays: number): forge.pki.Certificate {
   const cert = forge.pki.createCertificate();
   cert.publicKey = publicKey;
-  // Positive serial: a leading 0x00 byte keeps the DER integer unsigned.
-  cert.serialNumber = '00' + randomBytes(16).toString('hex');
+  cert.serialNumber = serialNumberHex(randomBytes(16));
   cert.validity.notBefore = new Date(Date.now() - 60_000);
   cert.validity.notAfter = new Date(Date.now() + validDays * 86_400_000);
   cert.setSubject([{ name: 'commonName', value: commonName }]);
