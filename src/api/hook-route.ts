@@ -160,8 +160,11 @@ export function registerHook<H extends HookName>(
           hook,
           handler: handler.name,
           subject: subjectOf(body as SubjectCarrier),
+          version: versionOf(body as SubjectCarrier),
           outcome,
           status: response.status,
+          // Messages are deterministic and carry no secrets (CAPI copies them into conditions).
+          message: response.message,
           retryAfterSeconds: (response as { retryAfterSeconds?: number }).retryAfterSeconds,
           durationMs: Math.round(performance.now() - started),
         },
@@ -178,6 +181,8 @@ interface ObjectWithMeta {
 }
 interface SubjectCarrier {
   cluster?: ObjectWithMeta;
+  toKubernetesVersion?: string;
+  kubernetesVersion?: string;
   desired?: { machine?: ObjectWithMeta; machineSet?: ObjectWithMeta };
 }
 
@@ -185,4 +190,9 @@ interface SubjectCarrier {
 function subjectOf(body: SubjectCarrier): string | undefined {
   const meta = body.cluster?.metadata ?? body.desired?.machine?.metadata ?? body.desired?.machineSet?.metadata;
   return meta ? `${meta.namespace}/${meta.name}` : undefined;
+}
+
+/** The Kubernetes version a lifecycle call is about (the step's target, or the version reached). */
+function versionOf(body: SubjectCarrier): string | undefined {
+  return body.toKubernetesVersion ?? body.kubernetesVersion;
 }
