@@ -7,19 +7,20 @@ SHELL := bash
 .DEFAULT_GOAL := help
 JEST := node --experimental-vm-modules --no-warnings=ExperimentalWarning node_modules/jest/bin/jest.js
 
-.PHONY: help dev test test-unit test-workflow lint build bundle bench clean
+.PHONY: help dev test test-unit test-workflow test-e2e test-integration test-capi lint build bundle bench clean
 
 help:
 	@echo "make dev        run Temporal dev server + worker + HTTPS hook server (Ctrl-C stops all)"
 	@echo "make test       lint, typecheck and every test tier (starts and stops what the tests need)"
 	@echo "make test-unit  the unit tier only (no services)"
+	@echo "make test-capi  the real-CAPI tier only: Cluster API's controllers drive the extension"
 	@echo "make bench      hook server latency/throughput benchmark"
 
 dev:
 	@source scripts/env.sh && exec node --disable-warning=ExperimentalWarning src/local/dev.ts
 
 test:
-	@source scripts/env.sh --testbed && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
+	@source scripts/env.sh --testbed --capi && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
 
 test-unit:
 	@source scripts/env.sh && $(JEST) --ci --selectProjects unit
@@ -44,3 +45,7 @@ clean:
 
 test-integration:
 	@source scripts/env.sh --testbed && $(JEST) --ci --selectProjects integration
+
+# One scenario: make test-capi CAPI_TEST='abort between steps'
+test-capi:
+	@source scripts/env.sh --capi && $(JEST) --ci $(if $(CAPI_TEST),-t "$(CAPI_TEST)") --selectProjects capi

@@ -1,6 +1,7 @@
-// Four tiers, one jest project each. Services a tier needs (Temporal dev
-// server, prebuilt workflow bundle, Kubernetes test bed) are started once per
-// run by test/support/global-setup.ts, only for the tiers selected.
+// Five tiers, one jest project each. Services a tier needs (Temporal dev
+// server, prebuilt workflow bundle, Kubernetes test bed, Cluster API's
+// managers with the extension as `make dev` runs it) are started once per run
+// by test/support/global-setup.ts, only for the tiers selected.
 const tsJest = ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }];
 
 /** @param {string} name */
@@ -18,12 +19,7 @@ function project(name) {
 
 /** @type {import('jest').Config} */
 export default {
-  projects: [
-    project('unit', 10_000),
-    project('workflow', 60_000),
-    project('integration', 180_000),
-    project('e2e', 90_000),
-  ],
+  projects: [project('unit'), project('workflow'), project('integration'), project('e2e'), project('capi')],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   maxWorkers: 2,

@@ -3,6 +3,7 @@
 # and exports PATH, TEMPORAL_CLI and, when found, TCTL_CLI.
 #   source scripts/env.sh            # node 24, npm deps, temporal CLI
 #   source scripts/env.sh --testbed  # also the Kubernetes test-bed binaries
+#   source scripts/env.sh --testbed --capi  # and the Cluster API managers (real-CAPI tier)
 # Nothing is downloaded except through the npm registry and the Go module proxy.
 
 CAPI_UO_CACHE="${CAPI_UO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-upgrade-orchestrator}"
@@ -86,11 +87,26 @@ _uo_testbed() {
   eval "$out"
 }
 
+_uo_capi() {
+  local out
+  out=$(bash scripts/tools-capi.sh) || { _uo_die "building the Cluster API managers failed"; return 1; }
+  eval "$out"
+}
+
 _uo_main() {
+  local arg testbed="" capi=""
+  for arg in "$@"; do
+    case "$arg" in
+      --testbed) testbed=1 ;;
+      --capi) capi=1 ;;
+      *) _uo_die "unknown option $arg (expected --testbed, --capi)"; return 1 ;;
+    esac
+  done
   _uo_node || return 1
   _uo_deps || return 1
   _uo_temporal || return 1
-  if [ "${1:-}" = "--testbed" ]; then _uo_testbed || return 1; fi
+  if [ -n "$testbed" ] || [ -n "$capi" ]; then _uo_testbed || return 1; fi
+  if [ -n "$capi" ]; then _uo_capi || return 1; fi
 }
 
 _uo_main "$@"

@@ -5,45 +5,67 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { startDevServer, type DevServer } from '../../src/local/temporal-dev-server.ts';
+import { startCapiTier, type CapiTier } from './capi-tier.ts';
 import { writeTestPki } from './pki.ts';
 import { temporalTiers } from './services.ts';
 
 declare global {
-  var __capiTestServices: { temporal?: DevServer; dir: string; testbed?: string } | undefined;
+  var __capiTestServices:
+    { temporal?: DevServer; dir: string; testbed?: string; capiTestbed?: string; capi?: CapiTier } | undefined;
 }
 
 export default async function globalSetup(): Promise<void> {
-  const selected = selectedProjects(process.argv) ?? ['unit', 'workflow', 'integration', 'e2e'];
+  const selected = selectedProjects(process.argv) ?? ['unit', 'workflow', 'integration', 'e2e', 'capi'];
   const dir = mkdtempSync(join(tmpdir(), 'capi-uo-test-'));
   globalThis.__capiTestServices = { dir };
   process.env.TEST_PKI_FILE = join(dir, 'pki.json');
   writeTestPki(process.env.TEST_PKI_FILE);
-  if (!selected.some((p) => temporalTiers.includes(p))) return;
+  const needsTemporal = selected.some((p) => temporalTiers.includes(p));
+  const needsCapi = selected.includes('capi');
+  if (!needsTemporal && !needsCapi) return;
 
   const executable = process.env.TEMPORAL_CLI ?? 'temporal';
   const started = await Promise.allSettled([
-    startDevServer({ executable, dbFilename: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') }),
+    needsTemporal
+      ? startDevServer({ executable, dbFilename: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') })
+      : Promise.resolve(undefined),
     // Bundled once per run, not once per test file: webpack takes seconds.
-    bundleWorkflowCode({
-      workflowsPath: new URL('../../src/workflows/index.ts', import.meta.url).pathname,
-      logger: quietLogger,
-    }),
-    selected.includes('integration') ? startTestbed(join(dir, 'testbed')) : Promise.resolve(undefined),
+    needsTemporal
+      ? bundleWorkflowCode({
+          workflowsPath: new URL('../../src/workflows/index.ts', import.meta.url).pathname,
+          logger: quietLogger,
+        })
+      : Promise.resolve(undefined),
+    selected.includes('integration')
+      ? startTestbed(join(dir, 'testbed')).then((testbedJson) => {
+          globalThis.__capiTestServices!.testbed = join(dir, 'testbed');
+          process.env.TESTBED_STATE = testbedJson;
+        })
+      : Promise.resolve(undefined),
+    // A test bed of its own: CAPI's controllers and webhooks would act on the
+    // objects the integration tier creates on its management cluster.
+    needsCapi
+      ? startTestbed(join(dir, 'capi-testbed')).then(async (testbedJson) => {
+          globalThis.__capiTestServices!.capiTestbed = join(dir, 'capi-testbed');
+          const capi = await startCapiTier(join(dir, 'capi-tier'), testbedJson);
+          globalThis.__capiTestServices!.capi = capi;
+          Object.assign(process.env, capi.env);
+        })
+      : Promise.resolve(undefined),
   ]);
-  const [temporalResult, bundleResult, testbedResult] = started;
-  if (temporalResult.status === 'fulfilled') globalThis.__capiTestServices.temporal = temporalResult.value;
-  if (testbedResult.status === 'fulfilled' && testbedResult.value) {
-    globalThis.__capiTestServices.testbed = join(dir, 'testbed');
-    process.env.TESTBED_STATE = testbedResult.value;
-  }
+  const [temporalResult, bundleResult] = started;
+  if (temporalResult.status === 'fulfilled' && temporalResult.value)
+    globalThis.__capiTestServices.temporal = temporalResult.value;
   const failed = started.find((r) => r.status === 'rejected');
-  if (failed || temporalResult.status !== 'fulfilled' || bundleResult.status !== 'fulfilled') {
+  if (failed) {
     // jest runs no global teardown after a failed setup: stop what did start.
     await (await import('./global-teardown.ts')).default();
-    throw failed?.reason;
+    throw failed.reason;
   }
+  if (temporalResult.status !== 'fulfilled' || bundleResult.status !== 'fulfilled') return;
   const temporal = temporalResult.value;
   const bundle = bundleResult.value;
+  if (!temporal || !bundle) return;
   const bundlePath = join(dir, 'workflow-bundle.js');
   writeFileSync(bundlePath, bundle.code);
   process.env.TEMPORAL_ADDRESS = temporal.address;

@@ -5,7 +5,13 @@ export default async function globalTeardown(): Promise<void> {
   const services = globalThis.__capiTestServices;
   if (!services) return;
   globalThis.__capiTestServices = undefined;
-  await Promise.allSettled([services.testbed ? stopTestbed(services.testbed) : undefined, services.temporal?.stop()]);
+  // CAPI's managers and the extension first: they talk to the test bed.
+  await services.capi?.stop();
+  await Promise.allSettled([
+    services.testbed ? stopTestbed(services.testbed) : undefined,
+    services.capiTestbed ? stopTestbed(services.capiTestbed) : undefined,
+    services.temporal?.stop(),
+  ]);
   if (!process.env.KEEP_TEST_SERVICES) rmSync(services.dir, { recursive: true, force: true });
 }
 

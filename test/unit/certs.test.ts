@@ -1,3 +1,4 @@
+import { describe, expect, it } from '@jest/globals';
 import { X509Certificate } from 'node:crypto';
 import { createSecureContext } from 'node:tls';
 import { createCertificateAuthority, issueCertificate, serialNumberHex } from '../../src/local/certs.ts';

@@ -1,0 +1,235 @@
+// What a test of the real-CAPI tier does as a platform engineer would: kubectl
+// against the management cluster CAPI runs on, the temporal CLI against the
+// extension's dev server, and the extension's own "hook answered" log lines to
+// see which hooks CAPI called, in which order. Services: test/support/capi-tier.ts.
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { requireEnv } from './services.ts';
+
+const run = promisify(execFile);
+
+interface CapiState {
+  managementKubeconfig: string;
+  kubectl: string;
+  capiVersion: string;
+  manifestsDir: string;
+}
+
+export interface Condition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+}
+
+export interface KubeObject {
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid: string;
+    annotations?: Record<string, string>;
+    labels?: Record<string, string>;
+    deletionTimestamp?: string;
+  };
+  spec?: Record<string, unknown>;
+  status?: { conditions?: Condition[]; phase?: string; [key: string]: unknown };
+}
+
+export interface HookCallLog {
+  hook: string;
+  subject: string;
+  status: string;
+  outcome: string;
+  message?: string;
+  /** The Kubernetes version a lifecycle call is about. */
+  version?: string;
+  retryAfterSeconds?: number;
+  /** Line number in the extension's log: the order calls were answered in. */
+  seq: number;
+}
+
+export class CapiTierClient {
+  readonly state: CapiState;
+  readonly extensionName: string;
+  private connection?: Promise<Connection>;
+
+  constructor() {
+    this.state = JSON.parse(readFileSync(requireEnv('CAPI_TIER_STATE'), 'utf8')) as CapiState;
+    this.extensionName = requireEnv('CAPI_TIER_EXTENSION_NAME');
+  }
+
+  async kubectl(args: string[], stdin?: string): Promise<string> {
+    const child = run(this.state.kubectl, ['--kubeconfig', this.state.managementKubeconfig, ...args], {
+      maxBuffer: 64 << 20,
+    });
+    if (stdin !== undefined) {
+      child.child.stdin?.end(stdin);
+    }
+    try {
+      return (await child).stdout;
+    } catch (err) {
+      const e = err as { stderr?: string; message: string };
+      throw new Error(`kubectl ${args.join(' ')}: ${e.stderr?.trim() || e.message}`);
+    }
+  }
+
+  async get<T extends KubeObject>(kind: string, namespace: string, name: string): Promise<T | undefined> {
+    const out = await this.kubectl(['get', kind, '-n', namespace, name, '-o', 'json', '--ignore-not-found']);
+    return out.trim() ? (JSON.parse(out) as T) : undefined;
+  }
+
+  async list<T extends KubeObject>(kind: string, namespace: string, selector?: string): Promise<T[]> {
+    const out = await this.kubectl(['get', kind, '-n', namespace, '-o', 'json', ...(selector ? ['-l', selector] : [])]);
+    return (JSON.parse(out) as { items: T[] }).items;
+  }
+
+  /** A fresh namespace holding the in-memory ClusterClass wired to our GenerateUpgradePlan handler. */
+  async newNamespace(prefix: string): Promise<string> {
+    const namespace = `${prefix}-${randomBytes(3).toString('hex')}`;
+    await this.kubectl(['create', 'namespace', namespace]);
+    const clusterClass = readFileSync(join(this.state.manifestsDir, 'clusterclass-in-memory.yaml'), 'utf8').replaceAll(
+      '${GENERATE_UPGRADE_PLAN_EXTENSION}',
+      `generate-upgrade-plan.${this.extensionName}`,
+    );
+    await this.kubectl(['apply', '-n', namespace, '-f', '-'], clusterClass);
+    return namespace;
+  }
+
+  async createCluster(opts: {
+    namespace: string;
+    name: string;
+    version: string;
+    controlPlaneReplicas?: number;
+    workerReplicas?: number;
+    annotations?: Record<string, string>;
+  }): Promise<void> {
+    const manifest = readFileSync(join(this.state.manifestsDir, 'cluster-in-memory.yaml'), 'utf8')
+      .replaceAll('${CLUSTER_NAME}', opts.name)
+      .replaceAll('${NAMESPACE}', opts.namespace)
+      .replaceAll('${KUBERNETES_VERSION}', opts.version)
+      .replaceAll('${CONTROL_PLANE_MACHINE_COUNT}', String(opts.controlPlaneReplicas ?? 1))
+      .replaceAll('${WORKER_MACHINE_COUNT}', String(opts.workerReplicas ?? 1));
+    await this.kubectl(['apply', '-f', '-'], manifest);
+    if (opts.annotations) await this.annotate(opts.namespace, opts.name, opts.annotations);
+  }
+
+  async annotate(namespace: string, name: string, annotations: Record<string, string>): Promise<void> {
+    await this.kubectl([
+      'annotate',
+      '--overwrite',
+      'cluster',
+      '-n',
+      namespace,
+      name,
+      ...Object.entries(annotations).map(([k, v]) => `${k}=${v}`),
+    ]);
+  }
+
+  async setVersion(namespace: string, name: string, version: string): Promise<void> {
+    await this.kubectl([
+      'patch',
+      'cluster',
+      '-n',
+      namespace,
+      name,
+      '--type',
+      'merge',
+      '-p',
+      JSON.stringify({ spec: { topology: { version } } }),
+    ]);
+  }
+
+  /** Versions CAPI's objects are at: what the upgrade has moved so far. */
+  async versions(
+    namespace: string,
+  ): Promise<{ controlPlane: string[]; machineDeployments: string[]; machines: string[] }> {
+    const [kcps, mds, machines] = await Promise.all([
+      this.list('kubeadmcontrolplanes.controlplane.cluster.x-k8s.io', namespace),
+      this.list('machinedeployments.cluster.x-k8s.io', namespace),
+      this.list('machines.cluster.x-k8s.io', namespace),
+    ]);
+    const spec = (o: KubeObject, path: string[]): string => {
+      let v: unknown = o.spec;
+      for (const p of path) v = (v as Record<string, unknown> | undefined)?.[p];
+      return String(v);
+    };
+    return {
+      controlPlane: kcps.map((o) => spec(o, ['version'])),
+      machineDeployments: mds.map((o) => spec(o, ['template', 'spec', 'version'])),
+      machines: machines.map((o) => spec(o, ['version'])).sort(),
+    };
+  }
+
+  async condition(namespace: string, name: string, type: string): Promise<Condition | undefined> {
+    const cluster = await this.get('cluster', namespace, name);
+    return cluster?.status?.conditions?.find((c) => c.type === type);
+  }
+
+  /** Every hook call the extension answered for objects in `namespace`, in order. */
+  hookCalls(namespace: string): HookCallLog[] {
+    const lines = readFileSync(requireEnv('CAPI_TIER_EXTENSION_LOG'), 'utf8').split('\n');
+    const calls: HookCallLog[] = [];
+    lines.forEach((line, seq) => {
+      if (!line.startsWith('{') || !line.includes('"hook answered"')) return;
+      const entry = JSON.parse(line) as Omit<HookCallLog, 'seq'>;
+      if (entry.subject?.startsWith(`${namespace}/`)) calls.push({ ...entry, seq });
+    });
+    return calls;
+  }
+
+  async temporal(): Promise<Client> {
+    this.connection ??= Connection.connect({ address: requireEnv('CAPI_TIER_TEMPORAL_ADDRESS') });
+    return new Client({ connection: await this.connection });
+  }
+
+  /** `temporal …` against the extension's dev server, as an on-call engineer types it. */
+  async temporalCli(args: string[]): Promise<string> {
+    const { stdout } = await run(
+      process.env.TEMPORAL_CLI ?? 'temporal',
+      [...args, '--address', requireEnv('CAPI_TIER_TEMPORAL_ADDRESS')],
+      { maxBuffer: 64 << 20 },
+    );
+    return stdout;
+  }
+
+  async close(): Promise<void> {
+    if (this.connection) await (await this.connection).close();
+  }
+}
+
+/** Polls `fn` every `intervalMs` until `ok` holds; throws naming `what` and the last value on timeout. */
+export async function eventually<T>(
+  what: string,
+  fn: () => Promise<T>,
+  ok: (v: T) => boolean,
+  timeoutMs: number,
+  intervalMs = 2_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (ok(v)) return v;
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what}; last seen: ${JSON.stringify(v)}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+/**
+ * `hook version` of each call, repeats in a row collapsed: the order in which
+ * CAPI moved from one hook to the next (it re-calls a blocking hook until it
+ * passes). Only the hooks listed.
+ */
+export function hookSequence(calls: HookCallLog[], hooks: readonly string[]): string[] {
+  const order: string[] = [];
+  for (const c of calls) {
+    if (!hooks.includes(c.hook)) continue;
+    const step = c.version ? `${c.hook} ${c.version}` : c.hook;
+    if (order[order.length - 1] !== step) order.push(step);
+  }
+  return order;
+}

@@ -1,0 +1,123 @@
+// The real-CAPI tier's services, started once per run by the global setup:
+// Cluster API's own managers on the test bed (scripts/capi.sh), the extension
+// started exactly as `make dev` starts it (src/local/dev.ts: its own Temporal
+// dev server, worker and HTTPS hook server), and the ExtensionConfig that
+// registers it with CAPI. Test files find all of it through CAPI_TIER_* variables.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { freePort } from '../../src/local/temporal-dev-server.ts';
+
+/** The ExtensionConfig name: handler names CAPI sees are `<handler>.<this>`. */
+export const EXTENSION_NAME = 'capi-uo';
+
+export interface CapiTierEnv {
+  /** scripts/capi.sh's capi.json: management kubeconfig, kubectl, managers. */
+  CAPI_TIER_STATE: string;
+  /** The extension's stdout: one JSON "hook answered" line per hook call. */
+  CAPI_TIER_EXTENSION_LOG: string;
+  CAPI_TIER_TEMPORAL_ADDRESS: string;
+  CAPI_TIER_EXTENSION_NAME: string;
+}
+
+export interface CapiTier {
+  env: CapiTierEnv;
+  stop(): Promise<void>;
+}
+
+const ROOT = new URL('../../', import.meta.url).pathname;
+const CAPI_SCRIPT = join(ROOT, 'scripts/capi.sh');
+
+function script(args: string[], timeoutMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile('bash', args, { maxBuffer: 16 << 20, timeout: timeoutMs }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`bash ${args.join(' ')} failed (${err.message.split('\n')[0]}):\n${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+/** `make dev` minus the Makefile: node src/local/dev.ts with the ports and data dir given. */
+async function startExtension(
+  dir: string,
+  managementKubeconfig: string,
+): Promise<{ child: ChildProcess; log: string; temporalAddress: string; hookUrl: string; caFile: string }> {
+  mkdirSync(dir, { recursive: true });
+  const [temporalPort, uiPort, hookPort] = [await freePort(), await freePort(), await freePort()];
+  const log = join(dir, 'extension.log');
+  const out = openSync(log, 'a');
+  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', join(ROOT, 'src/local/dev.ts')], {
+    cwd: ROOT,
+    stdio: ['ignore', out, out],
+    env: {
+      ...process.env,
+      CAPI_UO_DATA_DIR: dir,
+      TEMPORAL_PORT: String(temporalPort),
+      TEMPORAL_UI_PORT: String(uiPort),
+      HOOK_SERVER_PORT: String(hookPort),
+      MANAGEMENT_KUBECONFIG: managementKubeconfig,
+    },
+  });
+  const deadline = Date.now() + 120_000;
+  while (!readFileSync(log, 'utf8').includes('capi-upgrade-orchestrator is running')) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`the extension (src/local/dev.ts) did not start; its output:\n${readFileSync(log, 'utf8')}`);
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return {
+    child,
+    log,
+    temporalAddress: `127.0.0.1:${temporalPort}`,
+    hookUrl: `https://127.0.0.1:${hookPort}`,
+    caFile: join(dir, 'certs', 'ca.crt'),
+  };
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Starts CAPI on the test bed whose testbed.json is given, then the extension, then registers it. */
+export async function startCapiTier(dir: string, testbedJson: string): Promise<CapiTier> {
+  const testbedDir = join(testbedJson, '..');
+  const capiDir = join(dir, 'capi');
+  const testbed = JSON.parse(readFileSync(testbedJson, 'utf8')) as { managementKubeconfig: string };
+  let extension: Awaited<ReturnType<typeof startExtension>> | undefined;
+  const stop = async () => {
+    if (extension) await stopChild(extension.child);
+    await script([CAPI_SCRIPT, 'down', capiDir], 120_000).catch((err: unknown) => console.error(String(err)));
+  };
+  try {
+    const [capi, started] = await Promise.allSettled([
+      script([CAPI_SCRIPT, 'up', testbedDir, capiDir], 30 * 60_000),
+      startExtension(join(dir, 'extension'), testbed.managementKubeconfig),
+    ]);
+    if (started.status === 'fulfilled') extension = started.value;
+    if (capi.status === 'rejected') throw capi.reason;
+    if (started.status === 'rejected') throw started.reason;
+    if (!extension) throw new Error('unreachable: the extension neither started nor failed');
+    await script(
+      [CAPI_SCRIPT, 'register-extension', capiDir, EXTENSION_NAME, extension.hookUrl, extension.caFile],
+      120_000,
+    );
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    env: {
+      CAPI_TIER_STATE: join(capiDir, 'capi.json'),
+      CAPI_TIER_EXTENSION_LOG: extension.log,
+      CAPI_TIER_TEMPORAL_ADDRESS: extension.temporalAddress,
+      CAPI_TIER_EXTENSION_NAME: EXTENSION_NAME,
+    },
+    stop,
+  };
+}
