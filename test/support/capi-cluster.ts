@@ -4,7 +4,8 @@
 // see which hooks CAPI called, in which order. Services: test/support/capi-tier.ts.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
@@ -56,25 +57,48 @@ export class CapiTierClient {
   readonly state: CapiState;
   readonly extensionName: string;
   private connection?: Promise<Connection>;
+  private readonly workloadKubeconfigs = new Map<string, string>();
 
   constructor() {
     this.state = JSON.parse(readFileSync(requireEnv('CAPI_TIER_STATE'), 'utf8')) as CapiState;
     this.extensionName = requireEnv('CAPI_TIER_EXTENSION_NAME');
   }
 
-  async kubectl(args: string[], stdin?: string): Promise<string> {
-    const child = run(this.state.kubectl, ['--kubeconfig', this.state.managementKubeconfig, ...args], {
-      maxBuffer: 64 << 20,
-    });
-    if (stdin !== undefined) {
-      child.child.stdin?.end(stdin);
-    }
+  private async exec(label: string, kubeconfig: string, args: string[], stdin?: string): Promise<string> {
+    const child = run(this.state.kubectl, ['--kubeconfig', kubeconfig, ...args], { maxBuffer: 64 << 20 });
+    if (stdin !== undefined) child.child.stdin?.end(stdin);
     try {
       return (await child).stdout;
     } catch (err) {
       const e = err as { stderr?: string; message: string };
-      throw new Error(`kubectl ${args.join(' ')}: ${e.stderr?.trim() || e.message}`);
+      throw new Error(`${label} ${args.join(' ')}: ${e.stderr?.trim() || e.message}`);
     }
+  }
+
+  /** kubectl against the management cluster. */
+  async kubectl(args: string[], stdin?: string): Promise<string> {
+    return await this.exec('kubectl', this.state.managementKubeconfig, args, stdin);
+  }
+
+  /** kubectl against a workload cluster (CAPD in-memory), with the kubeconfig CAPI wrote for it. */
+  async workloadKubectl(namespace: string, cluster: string, args: string[]): Promise<string> {
+    const key = `${namespace}/${cluster}`;
+    let file = this.workloadKubeconfigs.get(key);
+    if (!file) {
+      const value = await this.kubectl([
+        'get',
+        'secret',
+        '-n',
+        namespace,
+        `${cluster}-kubeconfig`,
+        '-o',
+        'jsonpath={.data.value}',
+      ]);
+      file = join(mkdtempSync(join(tmpdir(), 'capi-tier-wl-')), 'kubeconfig');
+      writeFileSync(file, Buffer.from(value, 'base64'), { mode: 0o600 });
+      this.workloadKubeconfigs.set(key, file);
+    }
+    return await this.exec(`kubectl (workload cluster ${key})`, file, args);
   }
 
   async get<T extends KubeObject>(kind: string, namespace: string, name: string): Promise<T | undefined> {
@@ -97,6 +121,11 @@ export class CapiTierClient {
     );
     await this.kubectl(['apply', '-n', namespace, '-f', '-'], clusterClass);
     return namespace;
+  }
+
+  /** Applies one of test/capi's manifests (no placeholders) in `namespace`. */
+  async applyManifest(namespace: string, file: string): Promise<void> {
+    await this.kubectl(['apply', '-n', namespace, '-f', join(this.state.manifestsDir, file)]);
   }
 
   async createCluster(opts: {
