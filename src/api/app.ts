@@ -2,7 +2,7 @@
 // no Content-Type header), one error handler that names the bad field and
 // hides 5xx details, 404/405, discovery and the three hook families.
 // server.ts owns TLS and listen.
-import type { FastifyError, FastifyInstance, FastifyPluginAsync } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { ServerConfig } from '../config.ts';
 import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from '../model/cluster-upgrade.ts';
@@ -79,31 +79,42 @@ const hookApp: FastifyPluginAsync<HookAppOptions> = async (app: FastifyInstance,
     }
   });
 
+  /** A request we refuse: answered with the reason, and logged so an operator sees why CAPI's call failed. */
+  const reject = (request: FastifyRequest, reply: FastifyReply, status: number, message: string, field?: string) => {
+    request.log.warn(
+      { statusCode: status, url: request.url.split('?')[0], reason: message, field },
+      'request rejected',
+    );
+    return reply.code(status).send(errorBody(status, message, field));
+  };
+
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error.validation) {
       // fastify skips body parsing when Content-Length is 0.
       if (request.body === undefined || request.body === null) {
-        return reply.code(400).send(errorBody(400, 'request body is empty; expected a JSON object'));
+        return reject(request, reply, 400, 'request body is empty; expected a JSON object');
       }
       const { message, field } = validationMessage(error);
-      return reply.code(400).send(errorBody(400, message, field));
+      return reject(request, reply, 400, message, field);
     }
-    if (error instanceof HttpError)
-      return reply.code(error.statusCode).send(errorBody(error.statusCode, error.message, error.field));
+    if (error instanceof HttpError) return reject(request, reply, error.statusCode, error.message, error.field);
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      return reply
-        .code(413)
-        .send(errorBody(413, `request body is larger than the limit of ${opts.server.bodyLimitBytes} bytes`));
+      return reject(
+        request,
+        reply,
+        413,
+        `request body is larger than the limit of ${opts.server.bodyLimitBytes} bytes`,
+      );
     }
     const status = error.statusCode ?? 500;
-    if (status >= 400 && status < 500) return reply.code(status).send(errorBody(status, error.message));
+    if (status >= 400 && status < 500) return reject(request, reply, status, error.message);
     request.log.error({ err: error }, 'unhandled error');
     return reply.code(500).send(errorBody(500, 'internal server error'));
   });
 
-  app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send(errorBody(404, `no handler at ${request.method} ${request.url.split('?')[0]}`));
-  });
+  app.setNotFoundHandler((request, reply) =>
+    reject(request, reply, 404, `no handler at ${request.method} ${request.url.split('?')[0]}`),
+  );
 
   const routeOptions: HookRouteOptions = {
     registry: opts.registry,

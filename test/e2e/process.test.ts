@@ -14,6 +14,7 @@ import { callHook } from '../support/capi-client.ts';
 import { sampleRequest } from '../support/capi-fixtures.ts';
 import { testPki } from '../support/pki.ts';
 import { requireEnv } from '../support/services.ts';
+import { waitFor } from '../support/wait.ts';
 
 describe('the extension process', () => {
   let child: ChildProcess;
@@ -93,6 +94,31 @@ describe('the extension process', () => {
     );
     expect(gate.body).toMatchObject({ status: 'Success' });
     expect(gate.body.retryAfterSeconds).toBeGreaterThan(0);
+  });
+
+  it('logs why it refused a request, naming the field (CAPI only shows that the call failed)', async () => {
+    const refused = await callHook(
+      url,
+      '/hooks.runtime.cluster.x-k8s.io/v1alpha1/beforeclusterupgrade/before-cluster-upgrade',
+      (() => {
+        const body = sampleRequest('BeforeClusterUpgrade');
+        body.cluster.metadata.namespace = 'team/b';
+        return body;
+      })(),
+      { ca: testPki().ca.certPem },
+    );
+    expect(refused.statusCode).toBe(400);
+    const line = await waitFor(
+      async () => output.split('\n').find((l) => l.includes('"request rejected"')),
+      (l) => l !== undefined,
+      5_000,
+    );
+    expect(JSON.parse(line ?? '{}')).toMatchObject({
+      level: 40,
+      statusCode: 400,
+      url: '/hooks.runtime.cluster.x-k8s.io/v1alpha1/beforeclusterupgrade/before-cluster-upgrade',
+    });
+    expect(JSON.parse(line ?? '{}').field).toMatch(/namespace/);
   });
 
   it('stops cleanly on SIGTERM', async () => {
