@@ -96,6 +96,7 @@ describe('real Cluster API asks for in-place updates', () => {
       // In place: the same Machines, none created or deleted.
       expect(machines.map((m) => m.metadata.name).sort()).toEqual(machinesBefore);
       const calls = capi.hookCalls(namespace);
+      expect(capi.rejectedRequests()).toEqual([]);
       expect(calls.filter((c) => c.hook === 'CanUpdateMachineSet').length).toBeGreaterThan(0);
       expect(calls.filter((c) => c.hook === 'CanUpdateMachine').length).toBeGreaterThan(0);
       expect(calls.filter((c) => c.hook.startsWith('CanUpdate')).every((c) => c.status === 'Success')).toBe(true);

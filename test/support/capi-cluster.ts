@@ -210,6 +210,13 @@ export class CapiTierClient {
     return calls;
   }
 
+  /** Requests the extension refused (400, 404, …): CAPI's real requests must never be. */
+  rejectedRequests(): string[] {
+    return readFileSync(requireEnv('CAPI_TIER_EXTENSION_LOG'), 'utf8')
+      .split('\n')
+      .filter((line) => line.startsWith('{') && line.includes('"request rejected"'));
+  }
+
   async temporal(): Promise<Client> {
     this.connection ??= Connection.connect({ address: requireEnv('CAPI_TIER_TEMPORAL_ADDRESS') });
     return new Client({ connection: await this.connection });
