@@ -187,6 +187,11 @@ describe(`real Cluster API drives the extension`, () => {
         capi.hookCalls(namespace).filter((c) => c.hook === 'BeforeControlPlaneUpgrade' && c.version === TARGET),
       ).toEqual([]);
       expect((await upgradeStatus(workflowId)).phase).toBe('Aborted');
+      // Superseding the held upgrade with another target is not ours to handle: CAPI's
+      // webhook refuses any version change until AfterClusterUpgrade has passed.
+      await expect(capi.setVersion(namespace, 'c3', 'v1.36.0')).rejects.toThrow(
+        'version cannot be changed when the "AfterClusterUpgrade" hook is still blocking',
+      );
 
       await capi.temporalCli(['workflow', 'signal', '--workflow-id', workflowId, '--name', 'resume']);
       await waitUpgraded(namespace, 'c3', 8 * MINUTE);

@@ -136,6 +136,23 @@ describe('real Cluster API asks for in-place updates', () => {
         ]),
       ).toBe('true');
 
+      // KCP's webhook allows maxSurge 0 (in place without a spare Machine) from 3 replicas only.
+      const [kcp] = await capi.list('kubeadmcontrolplanes.controlplane.cluster.x-k8s.io', namespace);
+      await expect(
+        capi.kubectl([
+          'patch',
+          'kubeadmcontrolplane',
+          '-n',
+          namespace,
+          kcp!.metadata.name,
+          '--dry-run=server',
+          '--type',
+          'merge',
+          '-p',
+          JSON.stringify({ spec: { replicas: 1 } }),
+        ]),
+      ).rejects.toThrow('when KubeadmControlPlane is configured to scale-in, replica count needs to be at least 3');
+
       // Control plane: KCP takes one Machine at a time. Our Failure names the pods, but
       // CAPI does not copy a failed UpdateMachine's message anywhere: it points at its logs.
       const refused = machines.filter((m) => isControlPlane(m) && condition(m, 'Updating')?.status === 'True');

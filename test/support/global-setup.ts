@@ -88,8 +88,8 @@ async function startTestbed(state: string): Promise<string> {
   const missing = TESTBED_BINARIES.filter((name) => !process.env[name]);
   if (missing.length > 0) {
     throw new Error(
-      `the integration tier needs the Kubernetes test bed, but ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} ` +
-        'not set: run it with `make test` or `make test-integration`, or `source scripts/env.sh --testbed` first',
+      `the integration and capi tiers need the Kubernetes test bed, but ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} ` +
+        'not set: run them with `make test`, `make test-integration` or `make test-capi`, or `source scripts/env.sh --testbed --capi` first',
     );
   }
   const env = { ...process.env, TESTBED_SUFFIX: `${process.pid}-${randomBytes(3).toString('hex')}` };
