@@ -6,7 +6,7 @@
 import { STATUS_CODES } from 'node:http';
 import { ApiException } from '@kubernetes/client-node';
 import { ApplicationFailure, CancelledFailure, CompleteAsyncError } from '@temporalio/common';
-import { truncate } from './machine-update.ts';
+import { truncate } from './machine-update-common.ts';
 
 /** Longest failure message produced here (CAPI truncates error bodies to 512 characters anyway). */
 export const MAX_FAILURE_MESSAGE = 300;

@@ -1,0 +1,265 @@
+// The `delegate` node-upgrade executor: a NodeUpgradeRequest custom resource in
+// the workload cluster that an agent on the node acts on and reports back in
+// status; upgradeNode writes it (installing its CRD when missing) and waits for
+// the agent's verdict on the current generation.
+import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { canonicalJson } from '../../domain/canonical-json.ts';
+import { isConflict, isNotFound } from '../kube.ts';
+import {
+  MACHINE_UPDATE_FAILURES,
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  nodeLabel,
+  seconds,
+  type WaitCheckpoint,
+} from '../machine-update-common.ts';
+import type { MachineRef, NodeUpgradeInput } from '../machine-update-types.ts';
+
+export const NODE_UPGRADE_GROUP = 'upgrades.capi-orchestrator.io';
+export const NODE_UPGRADE_VERSION = 'v1alpha1';
+export const NODE_UPGRADE_PLURAL = 'nodeupgraderequests';
+export const NODE_UPGRADE_KIND = 'NodeUpgradeRequest';
+
+const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
+
+export interface NodeUpgradeRequestSpec {
+  nodeName: string;
+  machineRef: MachineRef;
+  kubernetesVersion: string;
+  bootstrapFiles: unknown[];
+}
+
+export type NodeUpgradePhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed';
+
+export interface NodeUpgradeRequest {
+  apiVersion: string;
+  kind: string;
+  metadata: {
+    name: string;
+    namespace: string;
+    generation?: number;
+    labels?: Record<string, string>;
+    resourceVersion?: string;
+  };
+  spec: NodeUpgradeRequestSpec;
+  status?: { phase?: NodeUpgradePhase; message?: string; observedGeneration?: number };
+}
+
+const str = { type: 'string' };
+
+/**
+ * The CustomResourceDefinition of NodeUpgradeRequest, in wire format (the same as
+ * config/crd/nodeupgraderequests.yaml; a test keeps the two equal). upgradeNode installs it in
+ * the workload cluster when it is missing.
+ */
+export const NODE_UPGRADE_REQUEST_CRD = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: {
+    name: `${NODE_UPGRADE_PLURAL}.${NODE_UPGRADE_GROUP}`,
+    labels: { [MANAGED_BY_LABEL]: MANAGED_BY },
+  },
+  spec: {
+    group: NODE_UPGRADE_GROUP,
+    names: {
+      kind: NODE_UPGRADE_KIND,
+      listKind: `${NODE_UPGRADE_KIND}List`,
+      plural: NODE_UPGRADE_PLURAL,
+      singular: 'nodeupgraderequest',
+      shortNames: ['nur'],
+      categories: ['capi-upgrade-orchestrator'],
+    },
+    scope: 'Namespaced',
+    versions: [
+      {
+        name: NODE_UPGRADE_VERSION,
+        served: true,
+        storage: true,
+        subresources: { status: {} },
+        selectableFields: [{ jsonPath: '.spec.nodeName' }],
+        additionalPrinterColumns: [
+          { name: 'Node', type: 'string', jsonPath: '.spec.nodeName' },
+          { name: 'Version', type: 'string', jsonPath: '.spec.kubernetesVersion' },
+          { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+          { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
+          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+        ],
+        schema: {
+          openAPIV3Schema: {
+            type: 'object',
+            description:
+              'A request to upgrade one node in place, written by capi-upgrade-orchestrator for an agent on the node. ' +
+              'The agent reports in status; it sets status.observedGeneration to the metadata.generation it acted on.',
+            required: ['spec'],
+            properties: {
+              apiVersion: str,
+              kind: str,
+              metadata: { type: 'object' },
+              spec: {
+                type: 'object',
+                required: ['nodeName', 'kubernetesVersion'],
+                properties: {
+                  nodeName: { type: 'string', minLength: 1, description: 'The Node to upgrade.' },
+                  machineRef: {
+                    type: 'object',
+                    description: 'The Cluster API Machine of the node (in the management cluster).',
+                    required: ['namespace', 'name'],
+                    properties: { namespace: str, name: str },
+                  },
+                  kubernetesVersion: {
+                    type: 'string',
+                    minLength: 1,
+                    description: 'Desired Kubernetes (kubelet) version, e.g. v1.33.1.',
+                  },
+                  bootstrapFiles: {
+                    type: 'array',
+                    description: 'Desired bootstrap files of the node (KubeadmConfig spec.files).',
+                    items: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+                  },
+                },
+              },
+              status: {
+                type: 'object',
+                properties: {
+                  phase: { type: 'string', enum: ['Pending', 'Running', 'Succeeded', 'Failed'] },
+                  message: str,
+                  observedGeneration: { type: 'integer', format: 'int64' },
+                },
+              },
+            },
+          },
+        },
+      },
+    ],
+  },
+} as const;
+
+/** Writes the node's NodeUpgradeRequest (or its new spec) and waits for the agent's verdict on that generation. */
+export async function delegateUpgrade(
+  kc: KubeConfig,
+  namespace: string,
+  pollMs: number,
+  input: NodeUpgradeInput,
+  startedAtMs: number,
+): Promise<{ message: string }> {
+  const ctx = Context.current();
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const ref = { group: NODE_UPGRADE_GROUP, version: NODE_UPGRADE_VERSION, plural: NODE_UPGRADE_PLURAL, namespace };
+  const name = input.requestName;
+  const where = `${NODE_UPGRADE_KIND} ${namespace}/${name}`;
+  const spec: NodeUpgradeRequestSpec = {
+    nodeName: input.nodeName,
+    machineRef: { namespace: input.machine.namespace, name: input.machine.name },
+    kubernetesVersion: input.version,
+    bootstrapFiles: input.files,
+  };
+
+  const ensure = async (): Promise<NodeUpgradeRequest> => {
+    let existing: NodeUpgradeRequest | undefined;
+    try {
+      existing = (await custom.getNamespacedCustomObject({ ...ref, name })) as NodeUpgradeRequest;
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    if (existing) {
+      if (canonicalJson(existing.spec) === canonicalJson(spec)) return existing;
+      // Same name, other spec: the agent must act on the new generation.
+      return (await custom.patchNamespacedCustomObject(
+        { ...ref, name, body: [{ op: 'replace', path: '/spec', value: spec }] },
+        jsonPatch,
+      )) as NodeUpgradeRequest;
+    }
+    const body: NodeUpgradeRequest = {
+      apiVersion: `${NODE_UPGRADE_GROUP}/${NODE_UPGRADE_VERSION}`,
+      kind: NODE_UPGRADE_KIND,
+      metadata: { name, namespace, labels: { [MANAGED_BY_LABEL]: MANAGED_BY, ...nodeLabel(input.nodeName) } },
+      spec,
+    };
+    try {
+      return (await custom.createNamespacedCustomObject({ ...ref, body })) as NodeUpgradeRequest;
+    } catch (err) {
+      if (isConflict(err)) return await ensure(); // created meanwhile (a racing attempt)
+      if (isNotFound(err) && (await ensureCrd(kc))) {
+        return (await custom.createNamespacedCustomObject({ ...ref, body })) as NodeUpgradeRequest;
+      }
+      throw err;
+    }
+  };
+
+  let request = await ensure();
+  for (;;) {
+    const generation = request.metadata.generation;
+    const status = request.status;
+    const current = status !== undefined && status.observedGeneration === generation;
+    if (current && status.phase === 'Succeeded') {
+      return { message: status.message || `node agent reported Succeeded for ${where}` };
+    }
+    if (current && status.phase === 'Failed') {
+      throw ApplicationFailure.nonRetryable(
+        `node agent reported Failed: ${status.message || 'no message'}`,
+        MACHINE_UPDATE_FAILURES.nodeAgentFailed,
+      );
+    }
+    const observed = current
+      ? `phase ${status.phase ?? 'Pending'}`
+      : status?.phase
+        ? `status of generation ${status.observedGeneration ?? 'unknown'} ignored, want ${generation ?? 'unknown'}`
+        : 'no status yet';
+    ctx.heartbeat({ startedAtMs, observed } satisfies WaitCheckpoint);
+    if (Date.now() - startedAtMs > input.timeoutMs) {
+      throw ApplicationFailure.nonRetryable(
+        `${where} for node ${input.nodeName} not finished within ${seconds(input.timeoutMs)} (${observed})`,
+        MACHINE_UPDATE_FAILURES.nodeUpgradeTimeout,
+      );
+    }
+    await ctx.sleep(pollMs);
+    try {
+      request = (await custom.getNamespacedCustomObject({ ...ref, name })) as NodeUpgradeRequest;
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      request = await ensure(); // deleted by someone: ask again
+    }
+  }
+}
+
+/** Installs the NodeUpgradeRequest CRD when it is missing and waits until it is served; false if it was there. */
+async function ensureCrd(kc: KubeConfig): Promise<boolean> {
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const ref = { group: 'apiextensions.k8s.io', version: 'v1', plural: 'customresourcedefinitions' };
+  const name = NODE_UPGRADE_REQUEST_CRD.metadata.name;
+  const read = async (): Promise<CrdObject | undefined> => {
+    try {
+      return (await custom.getClusterCustomObject({ ...ref, name })) as CrdObject;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  };
+  const established = (crd: CrdObject | undefined) =>
+    crd?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ?? false;
+  const before = await read();
+  if (before && established(before)) return false;
+  if (!before) {
+    try {
+      await custom.createClusterCustomObject({ ...ref, body: NODE_UPGRADE_REQUEST_CRD });
+    } catch (err) {
+      if (!isConflict(err)) throw err;
+    }
+  }
+  const ctx = Context.current();
+  for (let i = 0; i < 60; i++) {
+    if (established(await read())) {
+      // Established, yet the endpoint may need a moment longer to serve.
+      await ctx.sleep(500);
+      return true;
+    }
+    await ctx.sleep(500);
+  }
+  throw ApplicationFailure.retryable(`CustomResourceDefinition ${name} not established after 30s`, 'CrdNotEstablished');
+}
+
+interface CrdObject {
+  status?: { conditions?: { type: string; status: string }[] };
+}

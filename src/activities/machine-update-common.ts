@@ -1,0 +1,65 @@
+// What the machine update activities share across node.ts, drain/ and executors/:
+// the failure types they raise, the checkpoint the waiting activities heartbeat,
+// the labels on what they create in the workload cluster, and a few small text
+// helpers. Kept apart so those modules need not import one another (or the
+// entry point, machine-update.ts, which composes them).
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { MachineRef } from './machine-update-types.ts';
+
+/** Types of the ApplicationFailures raised by the machine update activities. */
+export const MACHINE_UPDATE_FAILURES = {
+  machineNotFound: 'MachineNotFound',
+  machineHasNoNode: 'MachineHasNoNode',
+  machineHasNoCluster: 'MachineHasNoCluster',
+  nodeNotFound: 'NodeNotFound',
+  nodeBeingDeleted: 'NodeBeingDeleted',
+  nodeNotReady: 'NodeNotReady',
+  drainBlocked: 'DrainBlocked',
+  drainTimeout: 'DrainTimeout',
+  nodeAgentFailed: 'NodeAgentFailed',
+  nodeUpgradeJobFailed: 'NodeUpgradeJobFailed',
+  nodeUpgradeTimeout: 'NodeUpgradeTimeout',
+  nodeVersionTimeout: 'NodeVersionTimeout',
+  invalidInput: 'InvalidNodeUpgrade',
+} as const;
+
+/** A workload cluster's KubeConfig, by the Cluster API Cluster it belongs to. */
+export type WorkloadKubeConfig = (cluster: MachineRef) => Promise<KubeConfig>;
+
+/** Label on NodeUpgradeRequests and upgrade Jobs: the node they are for. */
+export const NODE_NAME_LABEL = 'upgrades.capi-orchestrator.io/node-name';
+export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+export const MANAGED_BY = 'capi-upgrade-orchestrator';
+
+/** What upgradeNode and waitForNodeVersion heartbeat. */
+export interface WaitCheckpoint {
+  startedAtMs: number;
+  /** What was last seen: request phase, Job state, or kubelet version and readiness. */
+  observed: string;
+}
+
+export function waitCheckpoint(details: unknown): WaitCheckpoint | undefined {
+  if (!isRecord(details) || typeof details.startedAtMs !== 'number') return undefined;
+  return { startedAtMs: details.startedAtMs, observed: typeof details.observed === 'string' ? details.observed : '' };
+}
+
+export function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+export function seconds(ms: number): string {
+  return `${Math.round(ms / 100) / 10}s`;
+}
+
+/** At most `max` characters (code points), with an ellipsis when cut. */
+export function truncate(text: string, max: number): string {
+  const chars = [...text];
+  return chars.length <= max ? text : `${chars.slice(0, max - 1).join('')}…`;
+}
+
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+/** The {@link NODE_NAME_LABEL} label, or none when the node name is no valid label value. */
+export function nodeLabel(nodeName: string): Record<string, string> {
+  return nodeName.length <= 63 && LABEL_VALUE.test(nodeName) ? { [NODE_NAME_LABEL]: nodeName } : {};
+}

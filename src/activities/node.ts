@@ -1,0 +1,238 @@
+// The machine update activities that act on the Node object itself: preflight
+// (the Cluster API Machine and its Node), cordon and uncordon (undoing only our
+// own cordon, told apart by an annotation), the wait for the new kubelet, and
+// the annotation a failed update leaves on the node. The executors read nodes
+// through readNodeOrFail too.
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+  type V1Node,
+} from '@kubernetes/client-node';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { isConflict, isNotFound } from './kube.ts';
+import {
+  MACHINE_UPDATE_FAILURES,
+  seconds,
+  truncate,
+  waitCheckpoint,
+  type WaitCheckpoint,
+  type WorkloadKubeConfig,
+} from './machine-update-common.ts';
+import type { MachineUpdateActivities, PreflightResult } from './machine-update-types.ts';
+import { kubeletMatches } from './upgrade.ts';
+
+/** Node annotation recording that this extension cordoned the node (set in the same patch as the cordon). */
+export const CORDONED_BY_ANNOTATION = 'upgrades.capi-orchestrator.io/cordoned-by';
+export const CORDONED_BY_US = 'machine-update';
+/** Node annotation a failed update leaves, with the reason (for MachineHealthCheck/remediation and people). */
+export const UPDATE_FAILED_ANNOTATION = 'upgrades.capi-orchestrator.io/update-failed';
+export const UPDATE_FAILED_MAX_LENGTH = 1024;
+
+const CAPI_GROUP = 'cluster.x-k8s.io';
+const CAPI_VERSION = 'v1beta2';
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+export type NodeActivities = Pick<
+  MachineUpdateActivities,
+  'preflight' | 'cordon' | 'uncordon' | 'waitForNodeVersion' | 'markNodeFailed'
+>;
+
+/** The node activities; Machines are read from `management`, nodes through `workload`. */
+export function createNodeActivities(
+  management: KubeConfig,
+  workload: WorkloadKubeConfig,
+  pollMs: number,
+): NodeActivities {
+  const custom = management.makeApiClient(CustomObjectsApi);
+
+  return {
+    async preflight({ machine }): Promise<PreflightResult> {
+      const who = `Machine ${machine.namespace}/${machine.name}`;
+      let obj: MachineObject;
+      try {
+        obj = (await custom.getNamespacedCustomObject({
+          group: CAPI_GROUP,
+          version: CAPI_VERSION,
+          plural: 'machines',
+          namespace: machine.namespace,
+          name: machine.name,
+        })) as MachineObject;
+      } catch (err) {
+        if (isNotFound(err)) {
+          throw ApplicationFailure.nonRetryable(`${who} not found`, MACHINE_UPDATE_FAILURES.machineNotFound);
+        }
+        throw err;
+      }
+      const clusterName = obj.spec?.clusterName;
+      if (!clusterName) {
+        throw ApplicationFailure.nonRetryable(
+          `${who} has no spec.clusterName`,
+          MACHINE_UPDATE_FAILURES.machineHasNoCluster,
+        );
+      }
+      const nodeName = obj.status?.nodeRef?.name;
+      if (!nodeName) {
+        throw ApplicationFailure.retryable(
+          `${who}: machine has no nodeRef yet`,
+          MACHINE_UPDATE_FAILURES.machineHasNoNode,
+        );
+      }
+      const core = (await workload({ namespace: machine.namespace, name: clusterName })).makeApiClient(CoreV1Api);
+      const node = await readNodeOrFail(core, nodeName, `of ${who}`);
+      if (node.metadata?.deletionTimestamp) {
+        throw ApplicationFailure.nonRetryable(
+          `node ${nodeName} of ${who} is being deleted`,
+          MACHINE_UPDATE_FAILURES.nodeBeingDeleted,
+        );
+      }
+      const ready = readyCondition(node);
+      if (ready?.status !== 'True') {
+        throw ApplicationFailure.retryable(
+          `node ${nodeName} of ${who} is not Ready (${describeReady(node)})`,
+          MACHINE_UPDATE_FAILURES.nodeNotReady,
+        );
+      }
+      return { nodeName, clusterName };
+    },
+
+    async cordon({ cluster, nodeName }): Promise<{ wasUnschedulable: boolean }> {
+      const core = (await workload(cluster)).makeApiClient(CoreV1Api);
+      return await retryOnConflict(async () => {
+        const node = await readNodeOrFail(core, nodeName);
+        const ours = node.metadata?.annotations?.[CORDONED_BY_ANNOTATION] === CORDONED_BY_US;
+        // Cordoned already: by us (an earlier attempt) it was not unschedulable before; by anyone else it was.
+        if (node.spec?.unschedulable) return { wasUnschedulable: !ours };
+        await core.patchNode(
+          {
+            name: nodeName,
+            body: {
+              metadata: {
+                resourceVersion: node.metadata?.resourceVersion,
+                annotations: { [CORDONED_BY_ANNOTATION]: CORDONED_BY_US },
+              },
+              spec: { unschedulable: true },
+            },
+          },
+          mergePatch,
+        );
+        return { wasUnschedulable: false };
+      });
+    },
+
+    async uncordon({ cluster, nodeName }): Promise<void> {
+      const core = (await workload(cluster)).makeApiClient(CoreV1Api);
+      await retryOnConflict(async () => {
+        let node: V1Node;
+        try {
+          node = await core.readNode({ name: nodeName });
+        } catch (err) {
+          if (isNotFound(err)) return; // nothing left to give back
+          throw err;
+        }
+        // Only our own cordon is undone; someone else's stays.
+        if (node.metadata?.annotations?.[CORDONED_BY_ANNOTATION] !== CORDONED_BY_US) return;
+        await core.patchNode(
+          {
+            name: nodeName,
+            body: {
+              metadata: {
+                resourceVersion: node.metadata.resourceVersion,
+                annotations: { [CORDONED_BY_ANNOTATION]: null },
+              },
+              spec: { unschedulable: false },
+            },
+          },
+          mergePatch,
+        );
+      });
+    },
+
+    async waitForNodeVersion({ cluster, nodeName, version, timeoutMs }): Promise<void> {
+      const ctx = Context.current();
+      const startedAtMs = waitCheckpoint(ctx.info.heartbeatDetails)?.startedAtMs ?? Date.now();
+      const core = (await workload(cluster)).makeApiClient(CoreV1Api);
+      for (;;) {
+        let observed: string;
+        try {
+          const node = await core.readNode({ name: nodeName });
+          const kubelet = node.status?.nodeInfo?.kubeletVersion ?? '';
+          const ready = readyCondition(node)?.status === 'True';
+          if (kubelet && kubeletMatches(kubelet, version) && ready) return;
+          observed = `kubelet ${kubelet || 'unknown'}, ${describeReady(node)}`;
+        } catch (err) {
+          if (!isNotFound(err)) throw err;
+          observed = 'node not found'; // re-registering after the upgrade, perhaps
+        }
+        ctx.heartbeat({ startedAtMs, observed } satisfies WaitCheckpoint);
+        if (Date.now() - startedAtMs > timeoutMs) {
+          throw ApplicationFailure.nonRetryable(
+            `node ${nodeName} did not report kubelet ${version} and Ready within ${seconds(timeoutMs)}: ${observed}`,
+            MACHINE_UPDATE_FAILURES.nodeVersionTimeout,
+          );
+        }
+        await ctx.sleep(pollMs);
+      }
+    },
+
+    async markNodeFailed({ cluster, nodeName, reason }): Promise<void> {
+      const core = (await workload(cluster)).makeApiClient(CoreV1Api);
+      try {
+        await core.patchNode(
+          {
+            name: nodeName,
+            body: {
+              metadata: { annotations: { [UPDATE_FAILED_ANNOTATION]: truncate(reason, UPDATE_FAILED_MAX_LENGTH) } },
+            },
+          },
+          mergePatch,
+        );
+      } catch (err) {
+        if (!isNotFound(err)) throw err; // a node that is gone needs no mark
+      }
+    },
+  };
+}
+
+interface MachineObject {
+  spec?: { clusterName?: string };
+  status?: { nodeRef?: { name?: string } };
+}
+
+export async function readNodeOrFail(core: CoreV1Api, name: string, of = ''): Promise<V1Node> {
+  try {
+    return await core.readNode({ name });
+  } catch (err) {
+    if (isNotFound(err)) {
+      throw ApplicationFailure.nonRetryable(
+        `node ${name}${of ? ` ${of}` : ''} not found in the workload cluster`,
+        MACHINE_UPDATE_FAILURES.nodeNotFound,
+      );
+    }
+    throw err;
+  }
+}
+
+function readyCondition(node: V1Node) {
+  return node.status?.conditions?.find((c) => c.type === 'Ready');
+}
+
+function describeReady(node: V1Node): string {
+  const ready = readyCondition(node);
+  if (!ready) return 'no Ready condition';
+  return `Ready=${ready.status}${ready.reason ? `: ${ready.reason}` : ''}`;
+}
+
+/** Retries on 409 (a stale resourceVersion) only; the node patches here carry no JSON-patch `test`. */
+async function retryOnConflict<T>(fn: () => Promise<T>, attempts = 5): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (i >= attempts || !isConflict(err)) throw err;
+    }
+  }
+}
