@@ -22,6 +22,11 @@ export interface DrainOptions {
   timeoutMs: number;
   /** Skip PDB checks right away (on-call `forceDrain`). */
   forceNow?: boolean;
+  /**
+   * When the drain began (epoch ms, kept in workflow state): the timeouts count from here,
+   * so neither worker restarts nor on-call restarts of the drain reset them.
+   */
+  startedAtMs?: number;
 }
 
 export interface DrainResult {
@@ -44,8 +49,10 @@ export interface NodeUpgradeInput {
   machine: MachineRef;
   nodeName: string;
   version: string;
-  /** Bootstrap files desired for the node (KubeadmConfig spec.files). */
-  files: unknown[];
+  /** v1 only: bootstrap files inline (KubeadmConfig spec.files). */
+  files?: unknown[];
+  /** v2: the desired KubeadmConfig in the management cluster; its files are read there, never passed in. */
+  bootstrapConfig?: MachineRef;
   executor: ExecutorKind;
   /** Workflow id: names the request so a retry finds the same one. */
   requestName: string;
@@ -64,5 +71,17 @@ export interface MachineUpdateActivities {
     version: string;
     timeoutMs: number;
   }): Promise<void>;
+  /** v1 only (replay): the annotation without the condition. */
   markNodeFailed(input: { cluster: MachineRef; nodeName: string; reason: string }): Promise<void>;
+  /** Node condition InPlaceUpdateFailed=True (MachineHealthCheck can match it) and the update-failed annotation. */
+  setNodeUpdateFailed(input: { cluster: MachineRef; nodeName: string; reason: string }): Promise<void>;
+  /** After a success: the condition False, the annotation gone. */
+  clearNodeUpdateFailed(input: { cluster: MachineRef; nodeName: string }): Promise<void>;
+  /** Deletes what the executor created for `requestName` (Job or NodeUpgradeRequest, and their Secrets); idempotent. */
+  cleanupNodeUpgrade(input: {
+    cluster: MachineRef;
+    nodeName: string;
+    executor: ExecutorKind;
+    requestName: string;
+  }): Promise<void>;
 }

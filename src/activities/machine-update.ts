@@ -12,8 +12,9 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { createDrainActivities } from './drain/drain.ts';
-import { delegateUpgrade } from './executors/delegate.ts';
-import { jobUpgrade, type JobExecutorConfig } from './executors/job.ts';
+import { readBootstrapFiles } from './executors/bootstrap-files.ts';
+import { delegateUpgrade, deleteNodeUpgradeRequest } from './executors/delegate.ts';
+import { deleteUpgradeJob, jobUpgrade, type JobExecutorConfig } from './executors/job.ts';
 import { workloadKubeConfig } from './kube.ts';
 import { MACHINE_UPDATE_FAILURES, waitCheckpoint } from './machine-update-common.ts';
 import type { MachineRef, MachineUpdateActivities, NodeUpgradeInput } from './machine-update-types.ts';
@@ -86,11 +87,16 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
         throw ApplicationFailure.nonRetryable('upgradeNode needs a requestName', MACHINE_UPDATE_FAILURES.invalidInput);
       }
       const kc = await workload(input.cluster);
+      // v2 passes the KubeadmConfig by reference: its files (often secrets) are read here, not carried in history.
+      const files = input.bootstrapConfig
+        ? await readBootstrapFiles(deps.management, input.bootstrapConfig)
+        : (input.files ?? []);
+      const resolved = { ...input, files };
       switch (input.executor) {
         case 'delegate':
-          return await delegateUpgrade(kc, namespace, pollMs, input, startedAtMs);
+          return await delegateUpgrade(kc, namespace, pollMs, resolved, startedAtMs);
         case 'job':
-          return await jobUpgrade(kc, namespace, pollMs, deps.job ?? {}, input, startedAtMs);
+          return await jobUpgrade(kc, namespace, pollMs, deps.job ?? {}, resolved, startedAtMs);
         default:
           throw ApplicationFailure.nonRetryable(
             `unknown node upgrade executor ${JSON.stringify(input.executor)} (want delegate or job)`,
@@ -99,7 +105,15 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
       }
     },
 
+    async cleanupNodeUpgrade({ cluster, executor, requestName }): Promise<void> {
+      const kc = await workload(cluster);
+      if (executor === 'job') await deleteUpgradeJob(kc, namespace, requestName);
+      else await deleteNodeUpgradeRequest(kc, namespace, requestName);
+    },
+
     waitForNodeVersion: node.waitForNodeVersion,
     markNodeFailed: node.markNodeFailed,
+    setNodeUpdateFailed: node.setNodeUpdateFailed,
+    clearNodeUpdateFailed: node.clearNodeUpdateFailed,
   };
 }

@@ -35,11 +35,22 @@ export const UPDATE_FAILED_MAX_LENGTH = 1024;
 const CAPI_GROUP = 'cluster.x-k8s.io';
 const CAPI_VERSION = 'v1beta2';
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+// Node conditions merge by type: a strategic merge patch leaves the kubelet's own alone.
+const strategicMergePatch = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
 
 export type NodeActivities = Pick<
   MachineUpdateActivities,
-  'preflight' | 'cordon' | 'uncordon' | 'waitForNodeVersion' | 'markNodeFailed'
+  | 'preflight'
+  | 'cordon'
+  | 'uncordon'
+  | 'waitForNodeVersion'
+  | 'markNodeFailed'
+  | 'setNodeUpdateFailed'
+  | 'clearNodeUpdateFailed'
 >;
+
+/** Node condition a MachineHealthCheck can match (`unhealthyNodeConditions`) after a failed in-place update. */
+export const UPDATE_FAILED_CONDITION = 'InPlaceUpdateFailed';
 
 /** The node activities; Machines are read from `management`, nodes through `workload`. */
 export function createNodeActivities(
@@ -178,6 +189,14 @@ export function createNodeActivities(
       }
     },
 
+    async setNodeUpdateFailed({ cluster, nodeName, reason }): Promise<void> {
+      await setUpdateFailed(await workload(cluster), nodeName, reason);
+    },
+
+    async clearNodeUpdateFailed({ cluster, nodeName }): Promise<void> {
+      await setUpdateFailed(await workload(cluster), nodeName, undefined);
+    },
+
     async markNodeFailed({ cluster, nodeName, reason }): Promise<void> {
       const core = (await workload(cluster)).makeApiClient(CoreV1Api);
       try {
@@ -235,4 +254,53 @@ async function retryOnConflict<T>(fn: () => Promise<T>, attempts = 5): Promise<T
       if (i >= attempts || !isConflict(err)) throw err;
     }
   }
+}
+
+/**
+ * Sets (reason given) or clears the failed-update mark: Node condition InPlaceUpdateFailed and
+ * the update-failed annotation. Clearing a node that never had the mark writes nothing.
+ */
+async function setUpdateFailed(kc: KubeConfig, nodeName: string, reason: string | undefined): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  let node: V1Node;
+  try {
+    node = await core.readNode({ name: nodeName });
+  } catch (err) {
+    if (isNotFound(err)) return; // a node that is gone needs no mark
+    throw err;
+  }
+  const marked =
+    node.metadata?.annotations?.[UPDATE_FAILED_ANNOTATION] !== undefined ||
+    node.status?.conditions?.some((c) => c.type === UPDATE_FAILED_CONDITION && c.status === 'True');
+  if (reason === undefined && !marked) return;
+  const message =
+    reason === undefined ? 'the last in-place update succeeded' : truncate(reason, UPDATE_FAILED_MAX_LENGTH);
+  const now = new Date();
+  await core.patchNodeStatus(
+    {
+      name: nodeName,
+      body: {
+        status: {
+          conditions: [
+            {
+              type: UPDATE_FAILED_CONDITION,
+              status: reason === undefined ? 'False' : 'True',
+              reason: reason === undefined ? 'UpdateSucceeded' : 'UpdateFailed',
+              message,
+              lastHeartbeatTime: now,
+              lastTransitionTime: now,
+            },
+          ],
+        },
+      },
+    },
+    strategicMergePatch,
+  );
+  await core.patchNode(
+    {
+      name: nodeName,
+      body: { metadata: { annotations: { [UPDATE_FAILED_ANNOTATION]: reason === undefined ? null : message } } },
+    },
+    mergePatch,
+  );
 }

@@ -32,7 +32,7 @@ export function createDrainActivities(workload: WorkloadKubeConfig): Pick<Machin
     async drain({ cluster, nodeName, options }): Promise<DrainResult> {
       const ctx = Context.current();
       const previous = drainCheckpoint(ctx.info.heartbeatDetails);
-      const startedAtMs = previous?.startedAtMs ?? Date.now();
+      const startedAtMs = options.startedAtMs ?? previous?.startedAtMs ?? Date.now();
       const counts: DrainResult = previous
         ? { ...previous.counts }
         : { evicted: 0, deleted: 0, forceDeleted: 0, skipped: 0 };

@@ -153,7 +153,7 @@ export async function delegateUpgrade(
     nodeName: input.nodeName,
     machineRef: { namespace: input.machine.namespace, name: input.machine.name },
     kubernetesVersion: input.version,
-    bootstrapFiles: input.files,
+    bootstrapFiles: input.files ?? [],
   };
 
   const ensure = async (): Promise<NodeUpgradeRequest> => {
@@ -262,4 +262,19 @@ async function ensureCrd(kc: KubeConfig): Promise<boolean> {
 
 interface CrdObject {
   status?: { conditions?: { type: string; status: string }[] };
+}
+
+/** Deletes the NodeUpgradeRequest `name` (abort, cleanup): the agent stops on deletion; gone already is fine. */
+export async function deleteNodeUpgradeRequest(kc: KubeConfig, namespace: string, name: string): Promise<void> {
+  try {
+    await kc.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({
+      group: NODE_UPGRADE_GROUP,
+      version: NODE_UPGRADE_VERSION,
+      plural: NODE_UPGRADE_PLURAL,
+      namespace,
+      name,
+    });
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
 }

@@ -227,3 +227,12 @@ async function upgradeMode(core: CoreV1Api, input: NodeUpgradeInput): Promise<'a
   const current = config ? /^kubernetesVersion:\s*["']?([^\s"']+)/m.exec(config)?.[1] : undefined;
   return current !== undefined && !kubeletMatches(current, input.version) ? 'apply' : 'node';
 }
+
+/** Deletes the upgrade Job `name` and its pods (abort, cleanup); gone already is fine. */
+export async function deleteUpgradeJob(kc: KubeConfig, namespace: string, name: string): Promise<void> {
+  try {
+    await kc.makeApiClient(BatchV1Api).deleteNamespacedJob({ name, namespace, propagationPolicy: 'Background' });
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+}
