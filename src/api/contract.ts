@@ -39,7 +39,14 @@ export const ClusterSchema = Type.Object(
 export type Cluster = Static<typeof ClusterSchema>;
 
 const MachineSpec = Type.Object(
-  { clusterName: Type.Optional(Type.String()), version: Type.Optional(Type.String()) },
+  {
+    clusterName: Type.Optional(Type.String()),
+    version: Type.Optional(Type.String()),
+    /** The bootstrap config (KubeadmConfig) the machine uses: where an update reads its files. */
+    bootstrap: Type.Optional(
+      Type.Object({ configRef: Type.Optional(Type.Object({ name: Type.Optional(Type.String()) }, open)) }, open),
+    ),
+  },
   open,
 );
 export const MachineSchema = Type.Object(
@@ -66,7 +73,12 @@ export type MachineSet = Static<typeof MachineSetSchema>;
 
 /** runtime.RawExtension: any Kubernetes object (infrastructure machines, bootstrap configs, templates). */
 export const RawObjectSchema = Type.Object(
-  { apiVersion: Type.Optional(Type.String()), kind: Type.Optional(Type.String()), spec: Type.Optional(Type.Unknown()) },
+  {
+    apiVersion: Type.Optional(Type.String()),
+    kind: Type.Optional(Type.String()),
+    metadata: Type.Optional(Type.Object({ name: Type.Optional(Type.String()) }, open)),
+    spec: Type.Optional(Type.Unknown()),
+  },
   open,
 );
 export type RawObject = Static<typeof RawObjectSchema>;

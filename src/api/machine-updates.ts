@@ -12,7 +12,7 @@ import {
 } from '../domain/in-place.ts';
 import { resolveMachineUpdatePolicy } from '../domain/machine-update-policy.ts';
 import { tryParseVersion } from '../domain/versions.ts';
-import { abortSignal } from '../workflows/messages.ts';
+import { abortSignal, retrySignal } from '../workflows/messages.ts';
 import {
   MACHINE_UPDATE_MEMO_KEY,
   machineUpdateMessage,
@@ -57,8 +57,18 @@ export const canUpdateMachineSet: HookImplementation<'CanUpdateMachineSet'> = as
 
 export function createInPlaceHandlers(opts: { client: Client; taskQueue: string }): InPlaceHandlers {
   const { client, taskQueue } = opts;
-  const answer = (memo: MachineUpdateMemo) => {
+  const answer = async (workflowId: string, memo: MachineUpdateMemo) => {
     if (memo.phase === 'Succeeded') return { status: 'Success' as const, message: memo.message, retryAfterSeconds: 0 };
+    const retryDue = memo.retryNotBefore !== undefined && Date.parse(memo.retryNotBefore) <= Date.now();
+    if (memo.phase === 'Failed' && (memo.retryRequested || retryDue)) {
+      // CAPI still wants this update and the backoff has passed: start over (signalled once).
+      if (!memo.retryRequested) await client.workflow.getHandle(workflowId).signal(retrySignal);
+      return {
+        status: 'Success' as const,
+        message: `${memo.message.split('; retried when')[0]}; retrying`,
+        retryAfterSeconds: RETRY_AFTER_SECONDS,
+      };
+    }
     if (memo.phase === 'Failed' || memo.phase === 'Aborted')
       return { status: 'Failure' as const, message: memo.message, retryAfterSeconds: 0 };
     return { status: 'Success' as const, message: memo.message, retryAfterSeconds: RETRY_AFTER_SECONDS };
@@ -91,14 +101,17 @@ export function createInPlaceHandlers(opts: { client: Client; taskQueue: string 
     if (!clusterName) throw new HookFailure('desired.machine.spec.clusterName is missing');
     const hash = specHash(request.desired);
     const workflowId = machineUpdateWorkflowId(machine, hash);
-    const files = ((request.desired.bootstrapConfig?.spec as { files?: unknown[] } | undefined)?.files ??
-      []) as unknown[];
+    // Files are read from the KubeadmConfig by the activities: their contents (often
+    // secrets) never enter workflow history. CAPI applied the desired one before this call.
+    const bootstrapConfigName =
+      request.desired.machine.spec.bootstrap?.configRef?.name ?? request.desired.bootstrapConfig?.metadata?.name;
 
     return await withinDeadline(client, ctx, async () => {
       try {
         const description = await client.workflow.getHandle(workflowId).describe();
         const memo = description.memo?.[MACHINE_UPDATE_MEMO_KEY] as MachineUpdateMemo | undefined;
-        if (memo) return answer(memo);
+        // A closed run (an abort ended it, or a failure nobody retried for days) answers as it ended.
+        if (memo) return await answer(workflowId, memo);
         return {
           status: 'Success',
           message: machineUpdateMessage(machine, version, 'preflight checks'),
@@ -155,13 +168,16 @@ export function createInPlaceHandlers(opts: { client: Client; taskQueue: string 
         machine,
         clusterName,
         version,
-        files,
+        ...(bootstrapConfigName
+          ? { bootstrapConfig: { namespace: machine.namespace, name: bootstrapConfigName } }
+          : {}),
         specHash: hash,
         executor: policy.executor,
         deleteEmptyDirData: policy.deleteEmptyDirData,
         forceDrainUnmanagedPods: policy.forceDrainUnmanagedPods,
         drainTimeoutMs: policy.drainTimeoutMs,
         nodeUpgradeTimeoutMs: policy.nodeUpgradeTimeoutMs,
+        retryBackoffMs: policy.retryBackoffMs,
         ...(policy.pdbForceDrainTimeoutMs !== undefined
           ? { pdbForceDrainTimeoutMs: policy.pdbForceDrainTimeoutMs }
           : {}),

@@ -11,6 +11,8 @@ export interface MachineUpdatePolicy {
   forceDrainUnmanagedPods: boolean;
   /** Machines of one cluster updating at once; 0 = no limit. */
   maxConcurrentMachineUpdates: number;
+  /** First wait before a failed update may start over; doubles per failure, at most 30×. */
+  retryBackoffMs: number;
 }
 
 export const machineUpdateSettings = {
@@ -21,6 +23,7 @@ export const machineUpdateSettings = {
   deleteEmptyDirData: 'deleteEmptyDirData',
   forceDrainUnmanagedPods: 'forceDrainUnmanagedPods',
   maxConcurrentMachineUpdates: 'maxConcurrentMachineUpdates',
+  retryBackoff: 'machineUpdateRetryBackoff',
 } as const;
 
 export type MachineUpdatePolicyResult = { ok: true; policy: MachineUpdatePolicy } | { ok: false; message: string };
@@ -62,6 +65,7 @@ export function resolveMachineUpdatePolicy(settings: Readonly<Record<string, str
     deleteEmptyDirData: bool(machineUpdateSettings.deleteEmptyDirData),
     forceDrainUnmanagedPods: bool(machineUpdateSettings.forceDrainUnmanagedPods),
     maxConcurrentMachineUpdates: Number.isInteger(limit) && limit >= 0 ? limit : 0,
+    retryBackoffMs: duration(machineUpdateSettings.retryBackoff, 60_000) ?? 60_000,
     ...(pdb !== undefined ? { pdbForceDrainTimeoutMs: pdb } : {}),
   };
   return problems.length ? { ok: false, message: problems.join('; ') } : { ok: true, policy };

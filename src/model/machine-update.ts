@@ -9,7 +9,13 @@ export interface MachineUpdateInput {
   machine: { namespace: string; name: string };
   clusterName: string;
   version: string;
-  files: unknown[];
+  /** v1 only: the desired bootstrap files inline (secrets in history). v2 passes `bootstrapConfig`. */
+  files?: unknown[];
+  /**
+   * The desired KubeadmConfig in the management cluster (CAPI applies it before calling
+   * UpdateMachine): activities read its files there, so no file content enters history.
+   */
+  bootstrapConfig?: { namespace: string; name: string };
   specHash: string;
   executor: 'delegate' | 'job';
   pdbForceDrainTimeoutMs?: number;
@@ -17,6 +23,8 @@ export interface MachineUpdateInput {
   forceDrainUnmanagedPods: boolean;
   drainTimeoutMs: number;
   nodeUpgradeTimeoutMs: number;
+  /** First wait before a failed update may start over (v2; default 1 minute). */
+  retryBackoffMs?: number;
 }
 
 export interface MachineUpdateStatus {
@@ -32,6 +40,12 @@ export interface MachineUpdateStatus {
   upgraded: boolean;
   reason?: string;
   abortRequested?: string;
+  /** 1 for the first try; each retry after a failure starts over from the preflight. */
+  attempt?: number;
+  /** Failed: UpdateMachine called after this starts a retry. */
+  retryNotBefore?: string;
+  /** Failed: a retry was asked for (the api signalled once). */
+  retryRequested?: boolean;
   steps: UpgradeCondition[];
 }
 
@@ -52,6 +66,8 @@ export interface MachineUpdateMemo {
   message: string;
   reason?: string;
   abortRequested?: string;
+  retryNotBefore?: string;
+  retryRequested?: boolean;
 }
 
 export function machineUpdateWorkflowId(machine: { namespace: string; name: string }, specHash: string): string {

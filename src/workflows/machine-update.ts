@@ -1,222 +1,242 @@
 // One in-place update of one Machine: preflight, cordon, drain, upgrade the
 // node through an executor, wait for the kubelet, uncordon. Started by
-// UpdateMachine, which then reads the memo on every poll. A failure that
-// retries cannot fix leaves the node cordoned and annotated, so
-// MachineHealthCheck/remediation can act.
+// UpdateMachine, which then reads the memo on every poll.
+//
+// What CAPI sees on a bad day (every path ends with the node given back or marked):
+// - abort (signal, BeforeClusterDelete, a newer desired spec) at any step: the
+//   step is cancelled at once, the executor's Job / NodeUpgradeRequest deleted,
+//   the node uncordoned if we cordoned it; UpdateMachine answers Failure naming
+//   the abort and the run ends.
+// - a failure before the executor touched the node: the node is uncordoned (it
+//   is as it was); after: it stays cordoned with the Node condition
+//   InPlaceUpdateFailed=True, which a MachineHealthCheck can remediate.
+//   Either way the run stays open, answers Failure, and starts over when
+//   UpdateMachine is called again after a backoff or on the `retry` signal.
 import {
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
+  condition,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
-  upsertMemo,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { DrainOptions, MachineUpdateActivities } from '../activities/machine-update-types.ts';
-import { abortSignal, forceDrainSignal, machineUpdateStatusQuery, skipDrainSignal } from './messages.ts';
-import {
-  MACHINE_UPDATE_MEMO_KEY,
-  machineUpdateMessage,
-  type MachineUpdateInput,
-  type MachineUpdateMemo,
-  type MachineUpdatePhase,
-  type MachineUpdateStatus,
-  type MachineUpdateStep,
-} from '../model/machine-update.ts';
-import { NodeName, UpgradePhase } from './search-attributes.ts';
+import type { DrainOptions, MachineRef, MachineUpdateActivities } from '../activities/machine-update-types.ts';
+import { abortSignal, forceDrainSignal, machineUpdateStatusQuery, retrySignal, skipDrainSignal } from './messages.ts';
+import type { MachineUpdateInput, MachineUpdateStatus } from '../model/machine-update.ts';
+import { machineUpdateWorkflowV1 } from './legacy/machine-update-v1.ts';
+import { MachineUpdateState } from './machine-update/state.ts';
+import { NodeName } from './search-attributes.ts';
+
+export const MACHINE_UPDATE_V2 = 'machine-update-v2';
 
 const retry = { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 };
 const quick = proxyActivities<MachineUpdateActivities>({ startToCloseTimeout: '1 minute', retry });
 
+/** Backoff before a failed update may start over: base, 2×, 4× … at most 30× the base (1 minute by default). */
+export function retryBackoffMs(attempt: number, baseMs = 60_000): number {
+  return Math.min(30, 2 ** Math.max(0, attempt - 1)) * baseMs;
+}
+/** A failed update nobody retries ends after this long (its answer stays Failure). */
+const FAILED_RETENTION = '7 days';
+
 class Aborted extends Error {}
 
 export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<MachineUpdateStatus> {
-  const who = `machine ${input.machine.namespace}/${input.machine.name}`;
-  const status: MachineUpdateStatus = {
-    machine: input.machine,
-    version: input.version,
-    phase: 'Updating',
-    step: 'Preflight',
-    message: machineUpdateMessage(input.machine, input.version, 'preflight checks'),
-    upgraded: false,
-    steps: [],
-  };
+  if (!patched(MACHINE_UPDATE_V2)) return await machineUpdateWorkflowV1(input);
+  const state = new MachineUpdateState(input);
+  const { status } = state;
   let abortReason: string | undefined;
   let skipDrain = false;
   let forceDrain = false;
-  let lastMemo = '';
-  let lastPhase: MachineUpdatePhase | undefined;
-  const publish = () => {
-    const text = JSON.stringify(status);
-    if (text !== lastMemo) {
-      const memo: MachineUpdateMemo = {
-        phase: status.phase,
-        step: status.step,
-        message: status.message,
-        ...(status.reason ? { reason: status.reason } : {}),
-        ...(status.abortRequested ? { abortRequested: status.abortRequested } : {}),
-      };
-      upsertMemo({ [MACHINE_UPDATE_MEMO_KEY]: memo });
-      lastMemo = text;
-    }
-    if (lastPhase !== status.phase) {
-      upsertSearchAttributes([{ key: UpgradePhase, value: status.phase }]);
-      lastPhase = status.phase;
-    }
-  };
-  const now = () => new Date().toISOString();
-  const enter = (step: MachineUpdateStep, message: string) => {
-    const prev = status.steps.at(-1);
-    if (prev && prev.status === 'Unknown') {
-      prev.status = 'True';
-      prev.completeTime = now();
-      prev.lastTransitionTime = prev.completeTime;
-    }
-    status.step = step;
-    status.message = machineUpdateMessage(input.machine, input.version, message);
-    if (step !== 'Done')
-      status.steps.push({
-        type: step,
-        status: 'Unknown',
-        reason: 'InProgress',
-        message,
-        startTime: now(),
-        lastTransitionTime: now(),
-      });
-    publish();
-  };
+  // The step in flight runs in its own scope: an abort cancels it, on-call signals restart a drain.
+  let stepScope: CancellationScope | undefined;
 
-  // Drains run in their own scope so on-call signals can stop or restart them.
-  let drainScope: CancellationScope | undefined;
   setHandler(abortSignal, (arg) => {
+    if (abortReason !== undefined) return;
     abortReason = arg?.reason?.trim() || 'aborted by operator';
     status.abortRequested = abortReason;
-    drainScope?.cancel();
-    publish();
+    stepScope?.cancel();
+    state.publish();
   });
   setHandler(skipDrainSignal, () => {
     skipDrain = true;
-    drainScope?.cancel();
+    if (status.step === 'Drain') stepScope?.cancel();
   });
   setHandler(forceDrainSignal, () => {
     forceDrain = true;
-    drainScope?.cancel();
+    if (status.step === 'Drain') stepScope?.cancel();
+  });
+  setHandler(retrySignal, () => {
+    if (status.phase !== 'Failed') return;
+    status.retryRequested = true;
+    state.publish();
   });
   setHandler(machineUpdateStatusQuery, () => status);
+
   const checkpoint = () => {
     if (abortReason !== undefined) throw new Aborted(abortReason);
   };
+  /** Runs one step's activity so that an abort cancels it at once. */
+  const step = async <T>(fn: () => Promise<T>): Promise<T> => {
+    checkpoint();
+    stepScope = new CancellationScope();
+    try {
+      return await stepScope.run(fn);
+    } catch (err) {
+      if (abortReason !== undefined && isCancellation(err)) throw new Aborted(abortReason);
+      throw err;
+    } finally {
+      stepScope = undefined;
+    }
+  };
 
-  // Heartbeats carry cancellation (skipDrain, forceDrain, abort) to the drain:
-  // a short timeout keeps that prompt (the SDK sends them at 80% of it).
+  // Heartbeats carry cancellation to the long activities; the SDK sends them at
+  // 80% of the timeout at most, so a short one keeps an abort prompt there too.
   const drainActivities = proxyActivities<MachineUpdateActivities>({
     startToCloseTimeout: input.drainTimeoutMs + 60_000,
-    heartbeatTimeout: '20 seconds',
-    retry,
+    heartbeatTimeout: '10 seconds',
+    // Worker restarts must not use up the drain: its deadline is wall time since it began.
+    retry: { initialInterval: retry.initialInterval, backoffCoefficient: 2, maximumInterval: retry.maximumInterval },
   });
   const upgradeActivities = proxyActivities<MachineUpdateActivities>({
     startToCloseTimeout: input.nodeUpgradeTimeoutMs + 60_000,
-    heartbeatTimeout: '1 minute',
+    heartbeatTimeout: '10 seconds',
     retry,
   });
 
-  let cluster = { namespace: input.machine.namespace, name: input.clusterName };
+  let cluster: MachineRef = { namespace: input.machine.namespace, name: input.clusterName };
   let cordonedByUs = false;
-  try {
-    publish();
-    const pre = await quick.preflight({ machine: input.machine });
+  let executorStarted = false;
+  const requestName = (attempt: number) =>
+    `${input.machine.name}-${input.specHash}${attempt > 1 ? `-${attempt}` : ''}`.slice(0, 63).replace(/-+$/, '');
+
+  const attemptUpdate = async () => {
+    const pre = await step(() => quick.preflight({ machine: input.machine }));
     status.nodeName = pre.nodeName;
     cluster = { namespace: input.machine.namespace, name: pre.clusterName };
     upsertSearchAttributes([{ key: NodeName, value: pre.nodeName }]);
-    checkpoint();
 
-    enter('Cordon', `cordoning node ${pre.nodeName}`);
-    const { wasUnschedulable } = await quick.cordon({ cluster, nodeName: pre.nodeName });
-    status.wasCordoned = wasUnschedulable;
-    cordonedByUs = !wasUnschedulable;
-    checkpoint();
+    state.enter('Cordon', `cordoning node ${pre.nodeName}`);
+    const { wasUnschedulable } = await step(() => quick.cordon({ cluster, nodeName: pre.nodeName }));
+    if (!cordonedByUs) {
+      status.wasCordoned = wasUnschedulable;
+      cordonedByUs = !wasUnschedulable;
+    }
 
-    enter('Drain', `draining node ${pre.nodeName}`);
+    state.enter('Drain', `draining node ${pre.nodeName}`);
+    // Wall time since the drain began, kept here so restarts and on-call restarts don't reset it.
+    const drainStartedAtMs = Date.now();
     for (;;) {
       if (skipDrain) break;
       const options: DrainOptions = {
         deleteEmptyDirData: input.deleteEmptyDirData,
         force: input.forceDrainUnmanagedPods,
         timeoutMs: input.drainTimeoutMs,
+        startedAtMs: drainStartedAtMs,
         ...(input.pdbForceDrainTimeoutMs !== undefined ? { pdbForceDrainTimeoutMs: input.pdbForceDrainTimeoutMs } : {}),
         ...(forceDrain ? { forceNow: true } : {}),
       };
-      drainScope = new CancellationScope();
       try {
-        await drainScope.run(() => drainActivities.drain({ cluster, nodeName: pre.nodeName, options }));
+        await step(() => drainActivities.drain({ cluster, nodeName: pre.nodeName, options }));
         break;
       } catch (err) {
-        // A cancelled drain is an on-call decision (skip, force) or an abort.
+        // Cancelled by skipDrain/forceDrain: go round; an abort was turned into Aborted by step().
         if (!isCancellation(err)) throw err;
-        checkpoint();
-      } finally {
-        drainScope = undefined;
       }
     }
-    checkpoint();
 
-    enter('UpgradeNode', `upgrading node ${pre.nodeName} (${input.executor} executor)`);
-    await upgradeActivities.upgradeNode({
-      cluster,
-      machine: input.machine,
-      nodeName: pre.nodeName,
-      version: input.version,
-      files: input.files,
-      executor: input.executor,
-      requestName: `${input.machine.name}-${input.specHash}`.slice(0, 63).replace(/-+$/, ''),
-      timeoutMs: input.nodeUpgradeTimeoutMs,
-    });
+    state.enter('UpgradeNode', `upgrading node ${pre.nodeName} (${input.executor} executor)`);
+    executorStarted = true;
+    await step(() =>
+      upgradeActivities.upgradeNode({
+        cluster,
+        machine: input.machine,
+        nodeName: pre.nodeName,
+        version: input.version,
+        files: input.files ?? [],
+        ...(input.bootstrapConfig ? { bootstrapConfig: input.bootstrapConfig } : {}),
+        executor: input.executor,
+        requestName: requestName(status.attempt ?? 1),
+        timeoutMs: input.nodeUpgradeTimeoutMs,
+      }),
+    );
     status.upgraded = true;
 
-    enter('WaitForNode', `waiting for node ${pre.nodeName} to report ${input.version} and Ready`);
-    await upgradeActivities.waitForNodeVersion({
-      cluster,
-      nodeName: pre.nodeName,
-      version: input.version,
-      timeoutMs: input.nodeUpgradeTimeoutMs,
-    });
+    state.enter('WaitForNode', `waiting for node ${pre.nodeName} to report ${input.version} and Ready`);
+    await step(() =>
+      upgradeActivities.waitForNodeVersion({
+        cluster,
+        nodeName: pre.nodeName,
+        version: input.version,
+        timeoutMs: input.nodeUpgradeTimeoutMs,
+      }),
+    );
+    await quick.clearNodeUpdateFailed({ cluster, nodeName: pre.nodeName });
 
     if (cordonedByUs) {
-      enter('Uncordon', `uncordoning node ${pre.nodeName}`);
+      state.enter('Uncordon', `uncordoning node ${pre.nodeName}`);
       await quick.uncordon({ cluster, nodeName: pre.nodeName });
       cordonedByUs = false;
     }
-    status.phase = 'Succeeded';
-    enter('Done', 'done');
-    status.message = `${who} updated to ${input.version}`;
-    publish();
-    return status;
-  } catch (err) {
-    if (err instanceof Aborted) {
-      // Not yet upgraded: give the node back. Upgraded: it is at the new version; give it back too.
-      if (cordonedByUs && status.nodeName) await quick.uncordon({ cluster, nodeName: status.nodeName });
-      status.phase = 'Aborted';
-      status.reason = err.message;
-      status.message = `update of ${who} to ${input.version} aborted: ${err.message}`;
-      publish();
+  };
+
+  /** Gives back what this update took: its executor's objects, and the node if we cordoned it. */
+  const cleanUp = async (uncordon: boolean) => {
+    // Not cancellable: an abort must not leave a Job behind or a node cordoned.
+    await CancellationScope.nonCancellable(async () => {
+      if (executorStarted && status.nodeName) {
+        await quick.cleanupNodeUpgrade({
+          cluster,
+          nodeName: status.nodeName,
+          executor: input.executor,
+          requestName: requestName(status.attempt ?? 1),
+        });
+      }
+      if (uncordon && cordonedByUs && status.nodeName) {
+        await quick.uncordon({ cluster, nodeName: status.nodeName });
+        cordonedByUs = false;
+      }
+    });
+  };
+
+  state.publish();
+  for (;;) {
+    try {
+      await attemptUpdate();
+      state.succeeded();
       return status;
+    } catch (err) {
+      // `temporal workflow cancel` is an abort too.
+      if (!(err instanceof Aborted) && isCancellation(err)) abortReason ??= 'the workflow was cancelled';
+      if (err instanceof Aborted || isCancellation(err)) {
+        await cleanUp(true);
+        state.aborted(abortReason ?? 'aborted');
+        return status;
+      }
+      const reason = failureReason(err);
+      // Before the executor ran the node is as it was: give it back. After, its state
+      // is unknown: keep it cordoned and say so on the Node, where remediation looks.
+      await cleanUp(!executorStarted);
+      if (executorStarted && status.nodeName) {
+        await quick.setNodeUpdateFailed({ cluster, nodeName: status.nodeName, reason: `${state.who}: ${reason}` });
+      }
+      state.failed(
+        reason,
+        new Date(Date.now() + retryBackoffMs(status.attempt ?? 1, input.retryBackoffMs)).toISOString(),
+      );
+      const woke = await condition(() => status.retryRequested === true || abortReason !== undefined, FAILED_RETENTION);
+      if (!woke) return status;
+      if (abortReason !== undefined) {
+        await cleanUp(true);
+        state.aborted(abortReason);
+        return status;
+      }
+      executorStarted = false;
+      state.retrying();
     }
-    const reason = failureReason(err);
-    status.phase = 'Failed';
-    status.reason = reason;
-    status.message = `update of ${who} to ${input.version} failed at ${status.step}: ${reason}`;
-    const current = status.steps.at(-1);
-    if (current) {
-      current.status = 'False';
-      current.reason = 'Failed';
-      current.message = reason;
-    }
-    // Left cordoned on purpose: the node is in an unknown state; remediation decides.
-    if (status.nodeName)
-      await quick.markNodeFailed({ cluster, nodeName: status.nodeName, reason: status.message }).catch(() => undefined);
-    publish();
-    return status;
   }
 }
 

@@ -15,20 +15,48 @@ import { machineUpdateWorkflowId, type MachineUpdateStatus } from '../../src/mod
 import { abortSignal, skipDrainSignal } from '../../src/workflows/messages.ts';
 import { callHook } from '../support/capi-client.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
+import { temporalCli, temporalSignal } from '../support/temporal-cli.ts';
+import { waitFor } from '../support/wait.ts';
 import { infrastructureMachine, kubeadmConfig, machine } from '../support/capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 import { createTestWorker, testClient } from '../support/temporal.ts';
 
 type Calls = Record<string, number>;
 
-/** Stubs; `drainBlocks` makes drain heartbeat until cancelled. */
+/**
+ * Stubs. `drainBlocks` / `upgradeBlocks` make the activity heartbeat until cancelled;
+ * `drainFails` / `upgradeFails` fail it (non-retryable) while they return a message.
+ */
 function stubs(
-  opts: { drainBlocks?: () => boolean; upgradeFails?: string } = {},
-): MachineUpdateActivities & { calls: Calls } {
+  opts: {
+    drainBlocks?: () => boolean;
+    upgradeBlocks?: () => boolean;
+    drainFails?: () => string | undefined;
+    upgradeFails?: string | (() => string | undefined);
+  } = {},
+): MachineUpdateActivities & { calls: Calls; seen: Record<string, unknown[]> } {
   const calls: Calls = {};
-  const count = (name: string) => (calls[name] = (calls[name] ?? 0) + 1);
+  const seen: Record<string, unknown[]> = {};
+  const count = (name: string, arg?: unknown) => {
+    calls[name] = (calls[name] ?? 0) + 1;
+    (seen[name] ??= []).push(arg);
+  };
+  const blockUntilCancelled = async (blocks: () => boolean, name: string) => {
+    const ctx = Context.current();
+    try {
+      while (blocks()) {
+        ctx.heartbeat({ remaining: 1, summary: 'pod default/web-1 blocked by PDB default/web' });
+        await ctx.sleep(100);
+      }
+    } catch (err) {
+      count(`${name}Cancelled`);
+      throw err;
+    }
+  };
+  const upgradeFailure = () => (typeof opts.upgradeFails === 'function' ? opts.upgradeFails() : opts.upgradeFails);
   return {
     calls,
+    seen,
     async preflight() {
       count('preflight');
       return { nodeName: 'worker-0', clusterName: 'prod-1' };
@@ -40,18 +68,18 @@ function stubs(
     async uncordon() {
       count('uncordon');
     },
-    async drain() {
-      count('drain');
-      const ctx = Context.current();
-      while (opts.drainBlocks?.()) {
-        ctx.heartbeat({ remaining: 1, summary: 'pod default/web-1 blocked by PDB default/web' });
-        await ctx.sleep(100);
-      }
+    async drain(input) {
+      count('drain', input);
+      const failure = opts.drainFails?.();
+      if (failure) throw ApplicationFailure.nonRetryable(failure, 'DrainFailed');
+      if (opts.drainBlocks) await blockUntilCancelled(opts.drainBlocks, 'drain');
       return { evicted: 3, deleted: 0, forceDeleted: 0, skipped: 1 };
     },
-    async upgradeNode() {
-      count('upgradeNode');
-      if (opts.upgradeFails) throw ApplicationFailure.nonRetryable(opts.upgradeFails, 'NodeUpgradeFailed');
+    async upgradeNode(input) {
+      count('upgradeNode', input);
+      const failure = upgradeFailure();
+      if (failure) throw ApplicationFailure.nonRetryable(failure, 'NodeUpgradeFailed');
+      if (opts.upgradeBlocks) await blockUntilCancelled(opts.upgradeBlocks, 'upgradeNode');
       return { message: 'node agent reported Succeeded' };
     },
     async waitForNodeVersion() {
@@ -60,13 +88,28 @@ function stubs(
     async markNodeFailed() {
       count('markNodeFailed');
     },
+    async setNodeUpdateFailed(input) {
+      count('setNodeUpdateFailed', input);
+    },
+    async clearNodeUpdateFailed() {
+      count('clearNodeUpdateFailed');
+    },
+    async cleanupNodeUpgrade(input) {
+      count('cleanupNodeUpgrade', input);
+    },
   };
 }
 
-function updateMachineRequest(version: string, name: string, files: { path: string; content: string }[] = []) {
+function updateMachineRequest(
+  version: string,
+  name: string,
+  files: { path: string; content: string }[] = [],
+  settings?: Record<string, string>,
+) {
   return {
     apiVersion: HOOKS_API_VERSION,
     kind: 'UpdateMachineRequest',
+    ...(settings ? { settings } : {}),
     desired: {
       machine: machine(name, 'fleet-a', version),
       infrastructureMachine: infrastructureMachine(name),
@@ -160,10 +203,11 @@ describe('machine update workflow through UpdateMachine', () => {
       drain: 1,
       upgradeNode: 1,
       waitForNodeVersion: 1,
+      clearNodeUpdateFailed: 1,
       uncordon: 1,
     });
     const status = (await client.workflow.getHandle(idFor(body)).result()) as MachineUpdateStatus;
-    await recordHistoryIfAsked(client, idFor(body), 'machine-update');
+    await recordHistoryIfAsked(client, idFor(body), 'v2-machine-update');
     expect(status.steps.map((s) => [s.type, s.status])).toEqual([
       ['Cordon', 'True'],
       ['Drain', 'True'],
@@ -212,18 +256,106 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(await pollUntilDone(newer)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
   });
 
-  it('answers Failure with the reason, leaving the node cordoned and marked, after a non-retryable failure', async () => {
-    const activities = stubs({ upgradeFails: 'node agent reported Failed: disk full' });
+  it('after a failure past the executor keeps the node cordoned and flagged for remediation, then retries when CAPI calls after the backoff', async () => {
+    let failures = 1;
+    const activities = stubs({
+      upgradeFails: () => (failures-- > 0 ? 'node agent reported Failed: disk full' : undefined),
+    });
+    await startWorker(activities);
+    const body = updateMachineRequest('v1.33.1', name, [], { machineUpdateRetryBackoff: '2s' });
+    const failed = await pollUntilDone(body);
+    const message =
+      `update of machine fleet-a/${name} to v1.33.1 failed at UpgradeNode: node agent reported Failed: disk full; ` +
+      'retried when UpdateMachine is called again after a backoff, or at once on the "retry" signal';
+    expect(failed).toMatchObject({ status: 'Failure', message, retryAfterSeconds: 0 });
+    // Deterministic while nothing changes; the run stays open (no stored Failure forever).
+    expect(await call(body)).toEqual(failed);
+    expect((await client.workflow.getHandle(idFor(body)).describe()).status.name).toBe('RUNNING');
+    expect(activities.calls.setNodeUpdateFailed).toBe(1);
+    expect(activities.seen.setNodeUpdateFailed?.[0]).toMatchObject({ nodeName: 'worker-0' });
+    expect(activities.calls.uncordon).toBeUndefined();
+    expect(activities.calls.cleanupNodeUpgrade).toBe(1);
+
+    await new Promise((r) => setTimeout(r, 2_500));
+    const retrying = await call(body);
+    expect(retrying).toMatchObject({
+      status: 'Success',
+      message: `update of machine fleet-a/${name} to v1.33.1 failed at UpgradeNode: node agent reported Failed: disk full; retrying`,
+      retryAfterSeconds: 10,
+    });
+    expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect(activities.calls.preflight).toBe(2);
+    expect(activities.calls.clearNodeUpdateFailed).toBe(1);
+    expect(activities.calls.uncordon).toBe(1);
+    // The retry uses a new executor request: the failed one may still be there.
+    const names = (activities.seen.upgradeNode as { requestName: string }[]).map((i) => i.requestName);
+    expect(new Set(names).size).toBe(2);
+    await client.workflow.getHandle(idFor(body)).result();
+    await recordHistoryIfAsked(client, idFor(body), 'v2-machine-update-failed-and-retried');
+  });
+
+  it('after a failure before the executor gives the node back, and starts over at once on the retry signal', async () => {
+    let failures = 1;
+    const activities = stubs({
+      drainFails: () => (failures-- > 0 ? 'drain: 1 blocking: default/solo (declares no controller)' : undefined),
+    });
     await startWorker(activities);
     const body = updateMachineRequest('v1.33.1', name);
+    const failed = await pollUntilDone(body);
+    expect(failed).toMatchObject({ status: 'Failure' });
+    expect(failed.message).toMatch(/failed at Drain: drain: 1 blocking/);
+    // The node was not touched: uncordoned, not flagged, nothing to clean up.
+    expect(activities.calls.uncordon).toBe(1);
+    expect(activities.calls.setNodeUpdateFailed).toBeUndefined();
+    expect(activities.calls.cleanupNodeUpgrade).toBeUndefined();
+    await temporalSignal(idFor(body), 'retry');
+    await waitFor(
+      async () => (await client.workflow.getHandle(idFor(body)).describe()).memo?.machineUpdate as { phase?: string },
+      (memo) => memo.phase !== 'Failed',
+    );
+    expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect(activities.calls.drain).toBe(2);
+    expect(activities.calls.uncordon).toBe(2);
+  });
+
+  it('aborts while the executor runs: cancels it at once, deletes what it created and gives the node back', async () => {
+    const activities = stubs({ upgradeBlocks: () => true });
+    await startWorker(activities);
+    const body = updateMachineRequest('v1.33.1', name);
+    await call(body);
+    await waitForStep(idFor(body), 'UpgradeNode');
+    const started = Date.now();
+    await temporalSignal(idFor(body), 'abort', JSON.stringify({ reason: 'on-call stop' }));
     const answer = await pollUntilDone(body);
+    const latencyMs = Date.now() - started;
     expect(answer).toMatchObject({
       status: 'Failure',
-      message: `update of machine fleet-a/${name} to v1.33.1 failed at UpgradeNode: node agent reported Failed: disk full`,
+      message: `update of machine fleet-a/${name} to v1.33.1 aborted: on-call stop`,
     });
-    expect(await call(body)).toEqual(answer);
-    expect(activities.calls.markNodeFailed).toBe(1);
-    expect(activities.calls.uncordon).toBeUndefined();
+    expect(latencyMs).toBeLessThan(10_000);
+    const requestName = (activities.seen.upgradeNode?.[0] as { requestName: string }).requestName;
+    expect(activities.seen.cleanupNodeUpgrade).toEqual([
+      expect.objectContaining({ nodeName: 'worker-0', requestName, executor: 'delegate' }),
+    ]);
+    expect(activities.calls.uncordon).toBe(1);
+    const result = (await client.workflow.getHandle(idFor(body)).result()) as MachineUpdateStatus;
+    expect(result.phase).toBe('Aborted');
+    expect(result.steps.at(-1)).toMatchObject({ type: 'UpgradeNode', status: 'False', reason: 'Aborted' });
+    await recordHistoryIfAsked(client, idFor(body), 'v2-machine-update-aborted-in-executor');
+  });
+
+  it('passes the bootstrap config by reference: no file content in the workflow history', async () => {
+    const activities = stubs();
+    await startWorker(activities);
+    const marker = `secret-${randomUUID()}`;
+    const body = updateMachineRequest('v1.33.1', name, [{ path: '/etc/kubernetes/token', content: marker }]);
+    expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect(activities.seen.upgradeNode?.[0]).toMatchObject({ bootstrapConfig: { namespace: 'fleet-a', name } });
+    const history = await client.workflow.getHandle(idFor(body)).fetchHistory();
+    expect(JSON.stringify(history)).not.toContain(marker);
+    expect(
+      JSON.stringify(await temporalCli(['workflow', 'show', '--workflow-id', idFor(body), '-o', 'json'])),
+    ).not.toContain(marker);
   });
 
   it('skips a blocked drain on the on-call skipDrain signal', async () => {
