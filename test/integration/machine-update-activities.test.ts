@@ -298,6 +298,35 @@ describe('cordon / uncordon / markNodeFailed', () => {
   });
 });
 
+describe('setNodeUpdateFailed / clearNodeUpdateFailed', () => {
+  const conditionOf = async (name: string) =>
+    (await wl.core.readNode({ name })).status?.conditions?.find((c) => c.type === 'InPlaceUpdateFailed');
+
+  it('sets the Node condition a MachineHealthCheck can match, and clears it after a success', async () => {
+    await inActivity(() =>
+      activities.setNodeUpdateFailed({ cluster, nodeName: q, reason: 'kubeadm upgrade node: exit 1' }),
+    );
+    expect(await conditionOf(q)).toMatchObject({
+      status: 'True',
+      reason: 'UpdateFailed',
+      message: 'kubeadm upgrade node: exit 1',
+    });
+    expect((await nodeMeta(q)).annotations[UPDATE_FAILED_ANNOTATION]).toBe('kubeadm upgrade node: exit 1');
+    // The kubelet's (here KWOK's) own conditions are kept: conditions merge by type.
+    expect((await wl.core.readNode({ name: q })).status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe(
+      'True',
+    );
+
+    await inActivity(() => activities.clearNodeUpdateFailed({ cluster, nodeName: q }));
+    expect(await conditionOf(q)).toMatchObject({ status: 'False', reason: 'UpdateSucceeded' });
+    expect((await nodeMeta(q)).annotations[UPDATE_FAILED_ANNOTATION]).toBeUndefined();
+    // A node that was never marked, or is gone, needs nothing.
+    await inActivity(() => activities.clearNodeUpdateFailed({ cluster, nodeName: e }));
+    expect(await conditionOf(e)).toBeUndefined();
+    await inActivity(() => activities.setNodeUpdateFailed({ cluster, nodeName: node('ghost'), reason: 'gone' }));
+  });
+});
+
 describe('drain', () => {
   it('evicts a Deployment one pod at a time under maxUnavailable 1, leaving DaemonSet, mirror and skip pods', async () => {
     // KWOK runs a replacement within milliseconds, which would make "one at a time" invisible.
@@ -637,6 +666,62 @@ describe('upgradeNode (delegate) and waitForNodeVersion', () => {
     expect(mine.items.map((x) => x.metadata.name)).toEqual([`${u}-h1`]);
   });
 
+  it('reads bootstrap files from the KubeadmConfig by reference, resolving contentFrom Secrets; cleanup deletes the request', async () => {
+    const marker = `token-${g}`;
+    await mg.core.createNamespacedSecret({
+      namespace: g,
+      body: { metadata: { name: 'join-token' }, stringData: { token: marker } },
+    });
+    await mg.custom.createNamespacedCustomObject({
+      group: 'bootstrap.cluster.x-k8s.io',
+      version: 'v1beta2',
+      plural: 'kubeadmconfigs',
+      namespace: g,
+      body: {
+        apiVersion: 'bootstrap.cluster.x-k8s.io/v1beta2',
+        kind: 'KubeadmConfig',
+        metadata: { name: `kc-${u}`, namespace: g },
+        spec: {
+          files: [
+            { path: '/etc/kubernetes/extra.conf', content: 'a=1', permissions: '0600' },
+            { path: '/etc/kubernetes/token', contentFrom: { secret: { name: 'join-token', key: 'token' } } },
+          ],
+        },
+      },
+    });
+    const input = {
+      nodeName: u,
+      requestName: `${u}-ref`,
+      version: 'v1.32.5',
+      bootstrapConfig: { namespace: g, name: `kc-${u}` },
+    };
+    await upgrade({ ...input, files: undefined });
+    const ref = { group: NODE_UPGRADE_GROUP, version: NODE_UPGRADE_VERSION, plural: NODE_UPGRADE_PLURAL, namespace: g };
+    const req = (await wlCustom.getNamespacedCustomObject({ ...ref, name: `${u}-ref` })) as NodeUpgradeRequest;
+    expect(req.spec.bootstrapFiles).toEqual([
+      { path: '/etc/kubernetes/extra.conf', content: 'a=1', permissions: '0600' },
+      { path: '/etc/kubernetes/token', content: marker },
+    ]);
+    // A reference to something missing is a clear, final failure.
+    await expect(
+      upgrade({
+        ...input,
+        requestName: `${u}-ref2`,
+        files: undefined,
+        bootstrapConfig: { namespace: g, name: 'nope' },
+      }),
+    ).rejects.toMatchObject({ nonRetryable: true, message: `KubeadmConfig ${g}/nope not found` });
+
+    await inActivity(() =>
+      activities.cleanupNodeUpgrade({ cluster, nodeName: u, executor: 'delegate', requestName: `${u}-ref` }),
+    );
+    await expect(wlCustom.getNamespacedCustomObject({ ...ref, name: `${u}-ref` })).rejects.toMatchObject({ code: 404 });
+    // Idempotent.
+    await inActivity(() =>
+      activities.cleanupNodeUpgrade({ cluster, nodeName: u, executor: 'delegate', requestName: `${u}-ref` }),
+    );
+  });
+
   it('a changed spec under the same name is a new generation: an older status does not count', async () => {
     const result = await upgrade({ nodeName: u, requestName: `${u}-h1`, version: 'v1.32.5', files: [] });
     expect(result).toEqual({ message: `node ${u} upgraded to v1.32.5` });
@@ -694,6 +779,20 @@ describe('upgradeNode (job)', () => {
     expect(
       (await wl.kc.makeApiClient(BatchV1Api).listNamespacedJob({ namespace: g })).items.map((x) => x.metadata?.name),
     ).toEqual([`${j}-h1`]);
+  });
+
+  it('cleanup deletes the Job and its pods', async () => {
+    const batch = wl.kc.makeApiClient(BatchV1Api);
+    await batch.readNamespacedJob({ name: `${j}-h1`, namespace: g });
+    await inActivity(() =>
+      activities.cleanupNodeUpgrade({ cluster, nodeName: j, executor: 'job', requestName: `${j}-h1` }),
+    );
+    await waitFor(`Job ${j}-h1 deleted`, async () =>
+      (await batch.listNamespacedJob({ namespace: g })).items.every((x) => x.metadata?.name !== `${j}-h1`),
+    );
+    await inActivity(() =>
+      activities.cleanupNodeUpgrade({ cluster, nodeName: j, executor: 'job', requestName: `${j}-h1` }),
+    );
   });
 
   it('rejects an unknown executor', async () => {
