@@ -22,6 +22,8 @@ WORKDIR /app
 COPY --from=build --chown=root:root /app/package.json ./
 COPY --from=build --chown=root:root /app/node_modules ./node_modules
 COPY --from=build --chown=root:root /app/dist ./dist
+# The node upgrade script the job executor runs (tsc does not copy non-TypeScript files).
+COPY --from=build --chown=root:root /app/src/activities/executors/upgrade-node.sh ./dist/activities/executors/
 USER node
 EXPOSE 9443
 ENTRYPOINT ["node", "dist/main.js"]

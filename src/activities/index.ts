@@ -12,7 +12,7 @@ import { createUpgradeActivities } from './upgrade.ts';
 export interface ActivityDeps {
   /** The management cluster; default: MANAGEMENT_KUBECONFIG, else the in-cluster service account. */
   management?: KubeConfig;
-  /** Image for the `job` node-upgrade executor (needs nsenter); default in machine-update.ts. */
+  /** Image for the `job` node-upgrade executor (needs sh, chroot, sha256sum, curl or wget); default in machine-update.ts. */
   nodeUpgradeJobImage?: string;
 }
 

@@ -768,17 +768,50 @@ describe('upgradeNode (job)', () => {
       volumes: [{ name: 'host', hostPath: { path: '/' } }],
     });
     expect(pod?.containers[0]?.securityContext?.privileged).toBe(true);
+    expect(pod?.containers[0]?.command).toEqual(['/bin/sh', '-c']);
     expect(pod?.containers[0]?.env).toEqual([
       { name: 'KUBERNETES_VERSION', value: NEW },
       { name: 'UPGRADE_MODE', value: 'node' },
       { name: 'NODE_NAME', value: j },
+      { name: 'HOST_ROOT', value: '/host' },
     ]);
-    expect(pod?.containers[0]?.args?.[0]).toContain('kubeadm upgrade node');
+    expect(pod?.containers[0]?.args?.[0]).toMatch(/^#!\/bin\/sh\n# upgrade-node\.sh/);
+    expect(pod?.containers[0]?.args?.[0]).toContain('SCRIPT_VERSION=1');
     // Idempotent by name: a retry finds the completed Job.
     expect(await upgrade({ nodeName: j, requestName: `${j}-h1`, executor: 'job', timeoutMs: 60_000 })).toEqual(result);
     expect(
       (await wl.kc.makeApiClient(BatchV1Api).listNamespacedJob({ namespace: g })).items.map((x) => x.metadata?.name),
     ).toEqual([`${j}-h1`]);
+  });
+
+  it('gives the script the bootstrap files in a Secret owned by the Job, never in its spec', async () => {
+    const marker = `secret-${g}`;
+    const files = [
+      { path: '/etc/kubernetes/token', content: marker, permissions: '0600', owner: 'root:root' },
+      { path: '/etc/motd', content: Buffer.from('hello').toString('base64'), encoding: 'base64' },
+    ];
+    await upgrade({ nodeName: j, requestName: `${j}-files`, executor: 'job', timeoutMs: 60_000, files });
+    const job = await wl.kc.makeApiClient(BatchV1Api).readNamespacedJob({ name: `${j}-files`, namespace: g });
+    expect(JSON.stringify(job)).not.toContain(marker);
+    const pod = job.spec?.template.spec;
+    expect(pod?.volumes).toContainEqual({
+      name: 'files',
+      secret: { secretName: `${j}-files-files`, defaultMode: 0o400 },
+    });
+    expect(pod?.containers[0]?.env).toContainEqual({ name: 'FILES_DIR', value: '/files' });
+    expect(pod?.containers[0]?.volumeMounts).toContainEqual({ name: 'files', mountPath: '/files', readOnly: true });
+    const secret = await wl.core.readNamespacedSecret({ name: `${j}-files-files`, namespace: g });
+    expect(secret.metadata?.ownerReferences).toEqual([
+      expect.objectContaining({ kind: 'Job', name: `${j}-files`, uid: job.metadata?.uid, controller: true }),
+    ]);
+    const data = Object.fromEntries(
+      Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
+    );
+    expect(data).toEqual({
+      f0: marker,
+      f1: 'hello',
+      manifest: 'f0 0600 root:root /etc/kubernetes/token\nf1 0644 - /etc/motd\n',
+    });
   });
 
   it('cleanup deletes the Job and its pods', async () => {

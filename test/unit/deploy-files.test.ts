@@ -1,6 +1,6 @@
 // docker-compose.yml and the Dockerfile cannot run here (no Docker engine);
 // keep them valid and consistent with the code.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from '@jest/globals';
 import { parse } from 'yaml';
 import { parseConfig } from '../../src/config.ts';
@@ -49,5 +49,13 @@ describe('Dockerfile', () => {
     expect(dockerfile).toMatch(/FROM node:24/);
     const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { engines: { node: string } };
     expect(pkg.engines.node).toBe('>=24');
+  });
+
+  it('ships the node upgrade script where the compiled job executor reads it', () => {
+    // src/activities/executors/job.ts → dist/activities/executors/job.js reads ./upgrade-node.sh.
+    expect(dockerfile).toMatch(
+      /^COPY --from=build .*\/app\/src\/activities\/executors\/upgrade-node\.sh \.\/dist\/activities\/executors\/$/m,
+    );
+    expect(existsSync('src/activities/executors/upgrade-node.sh')).toBe(true);
   });
 });

@@ -1,8 +1,10 @@
 // The `job` node-upgrade executor: a privileged Job pinned to the node that runs
-// an upgrade script in the host's namespaces (nsenter), for nodes without an
-// agent. upgradeNode creates the Job once (named after the workflow, so a retry
+// upgrade-node.sh against the host's root (chroot), for nodes without an agent.
+// Bootstrap files go in a Secret owned by the Job, never in its spec. upgradeNode creates the Job once (named after the workflow, so a retry
 // finds it) and waits for it to complete or fail.
-import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Job } from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import { gunzipSync } from 'node:zlib';
+import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Job, type V1Secret } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { isConflict, isNotFound } from '../kube.ts';
@@ -15,13 +17,16 @@ import {
   type WaitCheckpoint,
 } from '../machine-update-common.ts';
 import type { NodeUpgradeInput } from '../machine-update-types.ts';
+import type { BootstrapFile } from './bootstrap-files.ts';
 import { readNodeOrFail } from '../node.ts';
 import { kubeletMatches } from '../upgrade.ts';
 
 /** Configuration of the `job` executor. */
 export interface JobExecutorConfig {
-  /** Image with `nsenter` (the script runs in the host's namespaces); default {@link DEFAULT_JOB_IMAGE}. */
+  /** Image with sh, chroot, sha256sum and curl or wget; default {@link DEFAULT_JOB_IMAGE}. */
   image?: string;
+  /** Where the script downloads kubeadm, kubelet and kubectl (BINARY_SOURCE); default dl.k8s.io. */
+  binarySource?: string;
   /** Shell script run on the host; default {@link DEFAULT_JOB_SCRIPT}. */
   script?: string;
   /** Job spec.backoffLimit; default 2. */
@@ -35,57 +40,14 @@ const CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane';
 export const DEFAULT_JOB_IMAGE = 'docker.io/library/alpine:3.22';
 
 /**
- * The default node upgrade script. It runs as root in the host's namespaces with
- * KUBERNETES_VERSION (e.g. v1.33.1), UPGRADE_MODE (`apply` on the first control-plane node,
- * else `node`) and NODE_NAME set.
+ * The node upgrade script (seed 003), shipped next to this module (the image copies it into
+ * dist/): its header is the contract the Job below fulfils (environment, mounts, exit codes).
  */
-export const DEFAULT_JOB_SCRIPT = `set -eu
-VERSION="\${KUBERNETES_VERSION#v}"
-MINOR="$(echo "$VERSION" | cut -d. -f1-2)"
-log() { echo "[node-upgrade] $*"; }
-if command -v apt-get >/dev/null 2>&1; then
-  # pkgs.k8s.io has one repository per minor version.
-  for f in /etc/apt/sources.list.d/kubernetes.list /etc/apt/sources.list.d/kubernetes.sources; do
-    if [ -f "$f" ]; then sed -i -E "s#/v[0-9]+\\.[0-9]+/#/v$MINOR/#g" "$f"; fi
-  done
-  apt-get update -q
-  install_pkgs() {
-    pkgs=""
-    for p in "$@"; do pkgs="$pkgs $p=$VERSION-*"; done
-    # shellcheck disable=SC2086
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-change-held-packages $pkgs
-    apt-mark hold "$@"
-  }
-elif command -v dnf >/dev/null 2>&1 || command -v yum >/dev/null 2>&1; then
-  PM="$(command -v dnf || command -v yum)"
-  if [ -f /etc/yum.repos.d/kubernetes.repo ]; then
-    sed -i -E "s#/v[0-9]+\\.[0-9]+/#/v$MINOR/#g" /etc/yum.repos.d/kubernetes.repo
-  fi
-  install_pkgs() {
-    pkgs=""
-    for p in "$@"; do pkgs="$pkgs $p-$VERSION"; done
-    # shellcheck disable=SC2086
-    "$PM" install -y --disableexcludes=kubernetes $pkgs
-  }
-else
-  log "no apt-get, dnf or yum on node $NODE_NAME: cannot install Kubernetes packages"
-  exit 1
-fi
-log "node $NODE_NAME: installing kubeadm $VERSION"
-install_pkgs kubeadm
-if [ "$UPGRADE_MODE" = apply ]; then
-  log "kubeadm upgrade apply v$VERSION (first control-plane node)"
-  kubeadm upgrade apply -y "v$VERSION"
-else
-  log "kubeadm upgrade node"
-  kubeadm upgrade node
-fi
-log "installing kubelet and kubectl $VERSION"
-install_pkgs kubelet kubectl
-systemctl daemon-reload
-systemctl restart kubelet
-log "done"
-`;
+export const DEFAULT_JOB_SCRIPT = readFileSync(new URL('./upgrade-node.sh', import.meta.url), 'utf8');
+
+/** Where the Job mounts the host's root filesystem and the bootstrap files Secret. */
+const HOST_ROOT = '/host';
+const FILES_DIR = '/files';
 
 export interface UpgradeJobParams {
   name: string;
@@ -97,6 +59,10 @@ export interface UpgradeJobParams {
   script: string;
   backoffLimit: number;
   timeoutMs: number;
+  /** Secret holding the bootstrap files and their manifest (see {@link filesSecret}); none = no files. */
+  filesSecretName?: string;
+  /** BINARY_SOURCE for the script; unset = its default (dl.k8s.io). */
+  binarySource?: string;
 }
 
 /** The privileged Job that runs the node upgrade script on the node (pure: no I/O). */
@@ -123,18 +89,32 @@ export function upgradeJob(p: UpgradeJobParams): V1Job {
             {
               name: 'upgrade',
               image: p.image,
-              command: ['nsenter', '--target', '1', '--mount', '--uts', '--ipc', '--net', '--', '/bin/sh', '-c'],
+              // The script reaches the host through chroot HOST_ROOT (the image needs sh, chroot,
+              // sha256sum and curl or wget: busybox/alpine has them).
+              command: ['/bin/sh', '-c'],
               args: [p.script],
               env: [
                 { name: 'KUBERNETES_VERSION', value: p.version },
                 { name: 'UPGRADE_MODE', value: p.mode },
                 { name: 'NODE_NAME', value: p.nodeName },
+                { name: 'HOST_ROOT', value: HOST_ROOT },
+                ...(p.filesSecretName ? [{ name: 'FILES_DIR', value: FILES_DIR }] : []),
+                ...(p.binarySource ? [{ name: 'BINARY_SOURCE', value: p.binarySource }] : []),
               ],
               securityContext: { privileged: true },
-              volumeMounts: [{ name: 'host', mountPath: '/host' }],
+              volumeMounts: [
+                { name: 'host', mountPath: HOST_ROOT },
+                ...(p.filesSecretName ? [{ name: 'files', mountPath: FILES_DIR, readOnly: true }] : []),
+              ],
             },
           ],
-          volumes: [{ name: 'host', hostPath: { path: '/' } }],
+          volumes: [
+            { name: 'host', hostPath: { path: '/' } },
+            // The Secret is created right after the Job (owned by it): the pod waits for it.
+            ...(p.filesSecretName
+              ? [{ name: 'files', secret: { secretName: p.filesSecretName, defaultMode: 0o400 } }]
+              : []),
+          ],
         },
       },
     },
@@ -163,8 +143,13 @@ export async function jobUpgrade(
     }
   };
   const ensure = async (): Promise<V1Job> => {
+    const files = (input.files ?? []) as BootstrapFile[];
     const existing = await read();
-    if (existing) return existing;
+    if (existing) {
+      // A retry after a crash between the Job and its Secret: the pod waits for the Secret.
+      if (files.length > 0) await ensureFilesSecret(kc, existing, files);
+      return existing;
+    }
     const body = upgradeJob({
       name,
       namespace,
@@ -175,13 +160,18 @@ export async function jobUpgrade(
       script: config.script ?? DEFAULT_JOB_SCRIPT,
       backoffLimit: config.backoffLimit ?? 2,
       timeoutMs: input.timeoutMs,
+      ...(files.length > 0 ? { filesSecretName: `${name}-files` } : {}),
+      ...(config.binarySource ? { binarySource: config.binarySource } : {}),
     });
+    let job: V1Job;
     try {
-      return await batch.createNamespacedJob({ namespace, body });
+      job = await batch.createNamespacedJob({ namespace, body });
     } catch (err) {
       if (isConflict(err)) return (await read()) ?? (await ensure());
       throw err;
     }
+    if (files.length > 0) await ensureFilesSecret(kc, job, files);
+    return job;
   };
 
   let job = await ensure();
@@ -234,5 +224,66 @@ export async function deleteUpgradeJob(kc: KubeConfig, namespace: string, name: 
     await kc.makeApiClient(BatchV1Api).deleteNamespacedJob({ name, namespace, propagationPolicy: 'Background' });
   } catch (err) {
     if (!isNotFound(err)) throw err;
+  }
+}
+
+/**
+ * The Secret the upgrade script reads its files from (FILES_DIR): one key per file and a
+ * `manifest` of `<key> <mode> <owner> <path>` lines. Owned by the Job, so it goes with it.
+ */
+export function filesSecret(job: V1Job, files: readonly BootstrapFile[]): V1Secret {
+  const data: Record<string, string> = {};
+  const manifest: string[] = [];
+  files.forEach((f, i) => {
+    if (f.append)
+      throw ApplicationFailure.nonRetryable(
+        `bootstrap file ${f.path}: append is not supported by the job executor`,
+        MACHINE_UPDATE_FAILURES.invalidInput,
+      );
+    const key = `f${i}`;
+    data[key] = fileBytes(f).toString('base64');
+    manifest.push(`${key} ${f.permissions ?? '0644'} ${f.owner ?? '-'} ${f.path}`);
+  });
+  data.manifest = Buffer.from(`${manifest.join('\n')}\n`).toString('base64');
+  const meta = job.metadata!;
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: `${meta.name}-files`,
+      namespace: meta.namespace!,
+      labels: { ...meta.labels },
+      ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: meta.name!, uid: meta.uid!, controller: true }],
+    },
+    type: 'Opaque',
+    data,
+  };
+}
+
+/** A file's bytes as they go on disk (KubeadmConfig `encoding`: base64, gzip, gzip+base64). */
+function fileBytes(f: BootstrapFile): Buffer {
+  switch (f.encoding ?? '') {
+    case '':
+      return Buffer.from(f.content, 'utf8');
+    case 'base64':
+      return Buffer.from(f.content, 'base64');
+    case 'gzip':
+      return gunzipSync(Buffer.from(f.content, 'binary'));
+    case 'gzip+base64':
+      return gunzipSync(Buffer.from(f.content, 'base64'));
+    default:
+      throw ApplicationFailure.nonRetryable(
+        `bootstrap file ${f.path}: unknown encoding ${JSON.stringify(f.encoding)}`,
+        MACHINE_UPDATE_FAILURES.invalidInput,
+      );
+  }
+}
+
+async function ensureFilesSecret(kc: KubeConfig, job: V1Job, files: readonly BootstrapFile[]): Promise<void> {
+  const body = filesSecret(job, files);
+  try {
+    await kc.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace: body.metadata!.namespace!, body });
+  } catch (err) {
+    if (!isConflict(err)) throw err;
   }
 }
