@@ -647,7 +647,7 @@ describe('upgradeNode (delegate) and waitForNodeVersion', () => {
       nodeName: u,
       machineRef: { namespace: g, name: `m-${u}` },
       kubernetesVersion: NEW,
-      bootstrapFiles: files,
+      bootstrapFilesSecretRef: { name: `${u}-h1-files` },
     });
     expect(req.metadata.labels).toMatchObject({ 'upgrades.capi-orchestrator.io/node-name': u });
     expect(req.status).toEqual({ phase: 'Succeeded', message: result.message, observedGeneration: 1 });
@@ -698,10 +698,21 @@ describe('upgradeNode (delegate) and waitForNodeVersion', () => {
     await upgrade({ ...input, files: undefined });
     const ref = { group: NODE_UPGRADE_GROUP, version: NODE_UPGRADE_VERSION, plural: NODE_UPGRADE_PLURAL, namespace: g };
     const req = (await wlCustom.getNamespacedCustomObject({ ...ref, name: `${u}-ref` })) as NodeUpgradeRequest;
-    expect(req.spec.bootstrapFiles).toEqual([
-      { path: '/etc/kubernetes/extra.conf', content: 'a=1', permissions: '0600' },
-      { path: '/etc/kubernetes/token', content: marker },
+    // The contents are in a Secret owned by the request, never in its spec.
+    expect(JSON.stringify(req)).not.toContain(marker);
+    expect(req.spec.bootstrapFilesSecretRef).toEqual({ name: `${u}-ref-files` });
+    const secret = await wl.core.readNamespacedSecret({ name: `${u}-ref-files`, namespace: g });
+    expect(secret.metadata?.ownerReferences).toEqual([
+      expect.objectContaining({ kind: 'NodeUpgradeRequest', name: `${u}-ref`, uid: req.metadata.uid }),
     ]);
+    const data = Object.fromEntries(
+      Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
+    );
+    expect(data).toEqual({
+      f0: 'a=1',
+      f1: marker,
+      manifest: 'f0 0600 - /etc/kubernetes/extra.conf\nf1 0644 - /etc/kubernetes/token\n',
+    });
     // A reference to something missing is a clear, final failure.
     await expect(
       upgrade({

@@ -2,9 +2,16 @@
 // the desired KubeadmConfig in the management cluster (CAPI applies it before
 // it calls UpdateMachine). Their contents are often secrets (tokens, keys), so
 // they travel by reference: never through workflow inputs, results or history.
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { gunzipSync } from 'node:zlib';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  type V1ObjectMeta,
+  type V1Secret,
+} from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
-import { isNotFound } from '../kube.ts';
+import { isConflict, isNotFound } from '../kube.ts';
 import { MACHINE_UPDATE_FAILURES } from '../machine-update-common.ts';
 import type { MachineRef } from '../machine-update-types.ts';
 
@@ -80,4 +87,84 @@ export async function readBootstrapFiles(management: KubeConfig, ref: MachineRef
     });
   }
   return files;
+}
+
+/** The object a files Secret belongs to (a Job, a NodeUpgradeRequest): deleted with it. */
+export interface FilesOwner {
+  apiVersion: string;
+  kind: string;
+  metadata: V1ObjectMeta;
+}
+
+/**
+ * The Secret a node-side upgrader reads the files from: named `<owner>-files`, one key per
+ * file (`f0`, `f1`, … with the bytes as they go on disk) and a `manifest` of
+ * `<key> <mode> <owner> <path>` lines. Owned by `owner`, so it goes with it.
+ */
+export function filesSecret(owner: FilesOwner, files: readonly BootstrapFile[]): V1Secret {
+  const data: Record<string, string> = {};
+  const manifest: string[] = [];
+  files.forEach((f, i) => {
+    if (f.append)
+      throw ApplicationFailure.nonRetryable(
+        `bootstrap file ${f.path}: append is not supported in place`,
+        MACHINE_UPDATE_FAILURES.invalidInput,
+      );
+    const key = `f${i}`;
+    data[key] = fileBytes(f).toString('base64');
+    manifest.push(`${key} ${f.permissions ?? '0644'} ${f.owner ?? '-'} ${f.path}`);
+  });
+  data.manifest = Buffer.from(`${manifest.join('\n')}\n`).toString('base64');
+  const meta = owner.metadata;
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: filesSecretName(meta.name!),
+      namespace: meta.namespace!,
+      labels: { ...meta.labels },
+      ownerReferences: [
+        { apiVersion: owner.apiVersion, kind: owner.kind, name: meta.name!, uid: meta.uid!, controller: true },
+      ],
+    },
+    type: 'Opaque',
+    data,
+  };
+}
+
+export function filesSecretName(ownerName: string): string {
+  return `${ownerName}-files`;
+}
+
+/** A file's bytes as they go on disk (KubeadmConfig `encoding`: base64, gzip, gzip+base64). */
+function fileBytes(f: BootstrapFile): Buffer {
+  switch (f.encoding ?? '') {
+    case '':
+      return Buffer.from(f.content, 'utf8');
+    case 'base64':
+      return Buffer.from(f.content, 'base64');
+    case 'gzip':
+      return gunzipSync(Buffer.from(f.content, 'binary'));
+    case 'gzip+base64':
+      return gunzipSync(Buffer.from(f.content, 'base64'));
+    default:
+      throw ApplicationFailure.nonRetryable(
+        `bootstrap file ${f.path}: unknown encoding ${JSON.stringify(f.encoding)}`,
+        MACHINE_UPDATE_FAILURES.invalidInput,
+      );
+  }
+}
+
+/** Creates the files Secret of `owner` unless it exists. */
+export async function ensureFilesSecret(
+  kc: KubeConfig,
+  owner: FilesOwner,
+  files: readonly BootstrapFile[],
+): Promise<void> {
+  const body = filesSecret(owner, files);
+  try {
+    await kc.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace: body.metadata!.namespace!, body });
+  } catch (err) {
+    if (!isConflict(err)) throw err;
+  }
 }

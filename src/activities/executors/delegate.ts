@@ -7,6 +7,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { canonicalJson } from '../../domain/canonical-json.ts';
 import { isConflict, isNotFound } from '../kube.ts';
+import { ensureFilesSecret, filesSecretName, type BootstrapFile } from './bootstrap-files.ts';
 import {
   MACHINE_UPDATE_FAILURES,
   MANAGED_BY,
@@ -28,7 +29,10 @@ export interface NodeUpgradeRequestSpec {
   nodeName: string;
   machineRef: MachineRef;
   kubernetesVersion: string;
-  bootstrapFiles: unknown[];
+  /** Deprecated (before the files moved out of the spec): inline files; no longer written. */
+  bootstrapFiles?: unknown[];
+  /** Secret in the same namespace, owned by the request: one key per file and a `manifest`. */
+  bootstrapFilesSecretRef?: { name: string };
 }
 
 export type NodeUpgradePhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed';
@@ -39,6 +43,7 @@ export interface NodeUpgradeRequest {
   metadata: {
     name: string;
     namespace: string;
+    uid?: string;
     generation?: number;
     labels?: Record<string, string>;
     resourceVersion?: string;
@@ -115,8 +120,16 @@ export const NODE_UPGRADE_REQUEST_CRD = {
                   },
                   bootstrapFiles: {
                     type: 'array',
-                    description: 'Desired bootstrap files of the node (KubeadmConfig spec.files).',
+                    description: 'Deprecated and no longer written: inline bootstrap files (KubeadmConfig spec.files).',
                     items: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+                  },
+                  bootstrapFilesSecretRef: {
+                    type: 'object',
+                    description:
+                      'Secret in this namespace, owned by this request, holding the files to write: one key per file ' +
+                      '(the bytes as they go on disk) and a `manifest` of `<key> <mode> <owner> <path>` lines.',
+                    required: ['name'],
+                    properties: { name: str },
                   },
                 },
               },
@@ -149,11 +162,13 @@ export async function delegateUpgrade(
   const ref = { group: NODE_UPGRADE_GROUP, version: NODE_UPGRADE_VERSION, plural: NODE_UPGRADE_PLURAL, namespace };
   const name = input.requestName;
   const where = `${NODE_UPGRADE_KIND} ${namespace}/${name}`;
+  const files = (input.files ?? []) as BootstrapFile[];
   const spec: NodeUpgradeRequestSpec = {
     nodeName: input.nodeName,
     machineRef: { namespace: input.machine.namespace, name: input.machine.name },
     kubernetesVersion: input.version,
-    bootstrapFiles: input.files ?? [],
+    // File contents (often secrets) go in a Secret owned by the request, never in its spec.
+    ...(files.length > 0 ? { bootstrapFilesSecretRef: { name: filesSecretName(name) } } : {}),
   };
 
   const ensure = async (): Promise<NodeUpgradeRequest> => {
@@ -189,6 +204,7 @@ export async function delegateUpgrade(
   };
 
   let request = await ensure();
+  if (files.length > 0) await ensureFilesSecret(kc, request, files);
   for (;;) {
     const generation = request.metadata.generation;
     const status = request.status;

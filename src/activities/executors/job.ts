@@ -3,8 +3,7 @@
 // Bootstrap files go in a Secret owned by the Job, never in its spec. upgradeNode creates the Job once (named after the workflow, so a retry
 // finds it) and waits for it to complete or fail.
 import { readFileSync } from 'node:fs';
-import { gunzipSync } from 'node:zlib';
-import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Job, type V1Secret } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Job } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { isConflict, isNotFound } from '../kube.ts';
@@ -17,7 +16,7 @@ import {
   type WaitCheckpoint,
 } from '../machine-update-common.ts';
 import type { NodeUpgradeInput } from '../machine-update-types.ts';
-import type { BootstrapFile } from './bootstrap-files.ts';
+import { ensureFilesSecret, filesSecretName, type BootstrapFile } from './bootstrap-files.ts';
 import { readNodeOrFail } from '../node.ts';
 import { kubeletMatches } from '../upgrade.ts';
 
@@ -147,7 +146,7 @@ export async function jobUpgrade(
     const existing = await read();
     if (existing) {
       // A retry after a crash between the Job and its Secret: the pod waits for the Secret.
-      if (files.length > 0) await ensureFilesSecret(kc, existing, files);
+      if (files.length > 0) await ensureFilesSecret(kc, filesOwner(existing), files);
       return existing;
     }
     const body = upgradeJob({
@@ -160,7 +159,7 @@ export async function jobUpgrade(
       script: config.script ?? DEFAULT_JOB_SCRIPT,
       backoffLimit: config.backoffLimit ?? 2,
       timeoutMs: input.timeoutMs,
-      ...(files.length > 0 ? { filesSecretName: `${name}-files` } : {}),
+      ...(files.length > 0 ? { filesSecretName: filesSecretName(name) } : {}),
       ...(config.binarySource ? { binarySource: config.binarySource } : {}),
     });
     let job: V1Job;
@@ -170,7 +169,7 @@ export async function jobUpgrade(
       if (isConflict(err)) return (await read()) ?? (await ensure());
       throw err;
     }
-    if (files.length > 0) await ensureFilesSecret(kc, job, files);
+    if (files.length > 0) await ensureFilesSecret(kc, filesOwner(job), files);
     return job;
   };
 
@@ -227,63 +226,6 @@ export async function deleteUpgradeJob(kc: KubeConfig, namespace: string, name: 
   }
 }
 
-/**
- * The Secret the upgrade script reads its files from (FILES_DIR): one key per file and a
- * `manifest` of `<key> <mode> <owner> <path>` lines. Owned by the Job, so it goes with it.
- */
-export function filesSecret(job: V1Job, files: readonly BootstrapFile[]): V1Secret {
-  const data: Record<string, string> = {};
-  const manifest: string[] = [];
-  files.forEach((f, i) => {
-    if (f.append)
-      throw ApplicationFailure.nonRetryable(
-        `bootstrap file ${f.path}: append is not supported by the job executor`,
-        MACHINE_UPDATE_FAILURES.invalidInput,
-      );
-    const key = `f${i}`;
-    data[key] = fileBytes(f).toString('base64');
-    manifest.push(`${key} ${f.permissions ?? '0644'} ${f.owner ?? '-'} ${f.path}`);
-  });
-  data.manifest = Buffer.from(`${manifest.join('\n')}\n`).toString('base64');
-  const meta = job.metadata!;
-  return {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: {
-      name: `${meta.name}-files`,
-      namespace: meta.namespace!,
-      labels: { ...meta.labels },
-      ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: meta.name!, uid: meta.uid!, controller: true }],
-    },
-    type: 'Opaque',
-    data,
-  };
-}
-
-/** A file's bytes as they go on disk (KubeadmConfig `encoding`: base64, gzip, gzip+base64). */
-function fileBytes(f: BootstrapFile): Buffer {
-  switch (f.encoding ?? '') {
-    case '':
-      return Buffer.from(f.content, 'utf8');
-    case 'base64':
-      return Buffer.from(f.content, 'base64');
-    case 'gzip':
-      return gunzipSync(Buffer.from(f.content, 'binary'));
-    case 'gzip+base64':
-      return gunzipSync(Buffer.from(f.content, 'base64'));
-    default:
-      throw ApplicationFailure.nonRetryable(
-        `bootstrap file ${f.path}: unknown encoding ${JSON.stringify(f.encoding)}`,
-        MACHINE_UPDATE_FAILURES.invalidInput,
-      );
-  }
-}
-
-async function ensureFilesSecret(kc: KubeConfig, job: V1Job, files: readonly BootstrapFile[]): Promise<void> {
-  const body = filesSecret(job, files);
-  try {
-    await kc.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace: body.metadata!.namespace!, body });
-  } catch (err) {
-    if (!isConflict(err)) throw err;
-  }
+function filesOwner(job: V1Job) {
+  return { apiVersion: 'batch/v1', kind: 'Job', metadata: job.metadata! };
 }
