@@ -17,6 +17,8 @@ export const MACHINE_UPDATE_FAILURES = {
   drainBlocked: 'DrainBlocked',
   drainTimeout: 'DrainTimeout',
   nodeAgentFailed: 'NodeAgentFailed',
+  /** No agent took the NodeUpgradeRequest: the node was not touched. */
+  nodeAgentMissing: 'NodeAgentMissing',
   nodeUpgradeJobFailed: 'NodeUpgradeJobFailed',
   nodeUpgradeTimeout: 'NodeUpgradeTimeout',
   nodeVersionTimeout: 'NodeVersionTimeout',

@@ -57,6 +57,8 @@ export interface NodeUpgradeInput {
   /** Workflow id: names the request so a retry finds the same one. */
   requestName: string;
   timeoutMs: number;
+  /** delegate: fail (node untouched) when no agent set any status within this; default 5 minutes. */
+  agentPickupTimeoutMs?: number;
 }
 
 export interface MachineUpdateActivities {

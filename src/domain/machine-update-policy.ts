@@ -48,7 +48,8 @@ export function resolveMachineUpdatePolicy(settings: Readonly<Record<string, str
     problems.push(`setting ${key}=${JSON.stringify(v)}: expected true or false`);
     return false;
   };
-  const executor = get(machineUpdateSettings.executor) ?? 'delegate';
+  // `job` by default: it needs nothing on the node, so a default never waits on an agent that isn't there.
+  const executor = get(machineUpdateSettings.executor) ?? 'job';
   if (executor !== 'delegate' && executor !== 'job')
     problems.push(`setting ${machineUpdateSettings.executor}=${JSON.stringify(executor)}: expected delegate or job`);
   const limitText = get(machineUpdateSettings.maxConcurrentMachineUpdates) ?? '0';

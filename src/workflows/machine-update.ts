@@ -33,6 +33,8 @@ import { NodeName } from './search-attributes.ts';
 export const MACHINE_UPDATE_V2 = 'machine-update-v2';
 
 const retry = { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 };
+/** MACHINE_UPDATE_FAILURES.nodeAgentMissing (activities' value, spelled here: workflows import no activity code). */
+const NODE_AGENT_MISSING = 'NodeAgentMissing';
 const quick = proxyActivities<MachineUpdateActivities>({ startToCloseTimeout: '1 minute', retry });
 
 /** Backoff before a failed update may start over: base, 2×, 4× … at most 30× the base (1 minute by default). */
@@ -217,10 +219,12 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         return status;
       }
       const reason = failureReason(err);
-      // Before the executor ran the node is as it was: give it back. After, its state
-      // is unknown: keep it cordoned and say so on the Node, where remediation looks.
-      await cleanUp(!executorStarted);
-      if (executorStarted && status.nodeName) {
+      // Before the executor ran (or when no agent ever took the request) the node is as it
+      // was: give it back. After, its state is unknown: keep it cordoned and say so on the
+      // Node, where remediation looks.
+      const touched = executorStarted && failureType(err) !== NODE_AGENT_MISSING;
+      await cleanUp(!touched);
+      if (touched && status.nodeName) {
         await quick.setNodeUpdateFailed({ cluster, nodeName: status.nodeName, reason: `${state.who}: ${reason}` });
       }
       state.failed(
@@ -238,6 +242,13 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       state.retrying();
     }
   }
+}
+
+/** The innermost application failure's type. */
+function failureType(err: unknown): string | undefined {
+  let e: unknown = err;
+  while (e instanceof ActivityFailure && e.cause) e = e.cause;
+  return e instanceof ApplicationFailure ? (e.type ?? undefined) : undefined;
 }
 
 /** The innermost failure message: deterministic, no stack. */

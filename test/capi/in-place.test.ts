@@ -89,7 +89,7 @@ describe('real Cluster API asks for in-place updates', () => {
         () => capi.list('machines.cluster.x-k8s.io', namespace),
         (ms) =>
           // CAPI keeps an UpdateMachine message until the retryAfterSeconds we gave passed.
-          ms.some((m) => !isControlPlane(m) && condition(m, 'Updating')?.message?.endsWith('(delegate executor)')) &&
+          ms.some((m) => !isControlPlane(m) && condition(m, 'Updating')?.message?.endsWith('(job executor)')) &&
           ms.some((m) => isControlPlane(m) && condition(m, 'Updating')?.reason === 'InPlaceUpdateFailed'),
         5 * MINUTE,
       );
@@ -109,7 +109,7 @@ describe('real Cluster API asks for in-place updates', () => {
       const workerNode = (worker.status as { nodeRef?: { name: string } }).nodeRef!.name;
       expect(condition(worker, 'Updating')).toMatchObject({
         status: 'True',
-        message: `In-place update in progress: updating machine ${namespace}/${worker.metadata.name} to ${VERSION}: upgrading node ${workerNode} (delegate executor)`,
+        message: `In-place update in progress: updating machine ${namespace}/${worker.metadata.name} to ${VERSION}: upgrading node ${workerNode} (job executor)`,
       });
       expect(
         calls.some((c) => c.hook === 'UpdateMachine' && c.subject === `${namespace}/${worker.metadata.name}`),
@@ -122,7 +122,7 @@ describe('real Cluster API asks for in-place updates', () => {
       expect((bootstrap?.spec as { files?: { path: string }[] }).files?.map((f) => f.path)).toContain(
         '/etc/capi-uo/in-place.conf',
       );
-      // Our side: cordoned, drained, waiting on the executor.
+      // Our side: cordoned, drained, at the executor (CAPD's API server serves no Jobs).
       const workerUpdate = await machineUpdateOf(worker.metadata.name);
       expect(workerUpdate?.status.name).toBe('RUNNING');
       expect(workerUpdate?.memo?.machineUpdate).toMatchObject({ phase: 'Updating', step: 'UpgradeNode' });

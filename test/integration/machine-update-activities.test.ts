@@ -764,6 +764,20 @@ describe('upgradeNode (delegate) and waitForNodeVersion', () => {
   });
 });
 
+describe('upgradeNode (delegate) without an agent', () => {
+  it('fails early, saying no agent took the request, instead of waiting for the whole upgrade timeout', async () => {
+    const started = Date.now();
+    await expect(
+      upgrade({ nodeName: u, requestName: `${u}-noagent`, agentPickupTimeoutMs: 1_000, timeoutMs: 60_000 }),
+    ).rejects.toMatchObject({
+      nonRetryable: true,
+      type: 'NodeAgentMissing',
+      message: `no node agent took NodeUpgradeRequest ${g}/${u}-noagent for node ${u} within 1s: is an agent running there? (or use nodeUpgradeExecutor=job)`,
+    });
+    expect(Date.now() - started).toBeLessThan(30_000);
+  });
+});
+
 describe('upgradeNode (job)', () => {
   it('runs a privileged Job pinned to the node and returns when it completes', async () => {
     const result = await upgrade({ nodeName: j, requestName: `${j}-h1`, executor: 'job', timeoutMs: 60_000 });

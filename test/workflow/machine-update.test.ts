@@ -335,13 +335,33 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(latencyMs).toBeLessThan(10_000);
     const requestName = (activities.seen.upgradeNode?.[0] as { requestName: string }).requestName;
     expect(activities.seen.cleanupNodeUpgrade).toEqual([
-      expect.objectContaining({ nodeName: 'worker-0', requestName, executor: 'delegate' }),
+      expect.objectContaining({ nodeName: 'worker-0', requestName, executor: 'job' }),
     ]);
     expect(activities.calls.uncordon).toBe(1);
     const result = (await client.workflow.getHandle(idFor(body)).result()) as MachineUpdateStatus;
     expect(result.phase).toBe('Aborted');
     expect(result.steps.at(-1)).toMatchObject({ type: 'UpgradeNode', status: 'False', reason: 'Aborted' });
     await recordHistoryIfAsked(client, idFor(body), 'v2-machine-update-aborted-in-executor');
+  });
+
+  it('gives the node back when no agent took the request: the node was not touched', async () => {
+    const activities = stubs({ upgradeFails: 'no node agent took NodeUpgradeRequest kube-system/x within 5m0s' });
+    // The stub fails with NodeUpgradeFailed; this one says the agent is missing.
+    activities.upgradeNode = async (input) => {
+      (activities.seen.upgradeNode ??= []).push(input);
+      throw ApplicationFailure.nonRetryable(
+        'no node agent took NodeUpgradeRequest kube-system/x within 5m0s',
+        'NodeAgentMissing',
+      );
+    };
+    await startWorker(activities);
+    const body = updateMachineRequest('v1.33.1', name, [], { nodeUpgradeExecutor: 'delegate' });
+    const failed = await pollUntilDone(body);
+    expect(failed.status).toBe('Failure');
+    expect(failed.message).toMatch(/failed at UpgradeNode: no node agent took/);
+    expect(activities.calls.uncordon).toBe(1);
+    expect(activities.calls.setNodeUpdateFailed).toBeUndefined();
+    expect(activities.seen.cleanupNodeUpgrade).toEqual([expect.objectContaining({ executor: 'delegate' })]);
   });
 
   it('passes the bootstrap config by reference: no file content in the workflow history', async () => {

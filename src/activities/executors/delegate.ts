@@ -22,6 +22,8 @@ export const NODE_UPGRADE_GROUP = 'upgrades.capi-orchestrator.io';
 export const NODE_UPGRADE_VERSION = 'v1alpha1';
 export const NODE_UPGRADE_PLURAL = 'nodeupgraderequests';
 export const NODE_UPGRADE_KIND = 'NodeUpgradeRequest';
+/** How long a NodeUpgradeRequest may go without any status before we conclude no agent serves the node. */
+export const AGENT_PICKUP_TIMEOUT_MS = 5 * 60_000;
 
 const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
 
@@ -224,6 +226,17 @@ export async function delegateUpgrade(
         ? `status of generation ${status.observedGeneration ?? 'unknown'} ignored, want ${generation ?? 'unknown'}`
         : 'no status yet';
     ctx.heartbeat({ startedAtMs, observed } satisfies WaitCheckpoint);
+    // Nobody answers at all: no agent serves this node. Say so early instead of stalling.
+    if (
+      status?.phase === undefined &&
+      Date.now() - startedAtMs > (input.agentPickupTimeoutMs ?? AGENT_PICKUP_TIMEOUT_MS)
+    ) {
+      throw ApplicationFailure.nonRetryable(
+        `no node agent took ${where} for node ${input.nodeName} within ${seconds(input.agentPickupTimeoutMs ?? AGENT_PICKUP_TIMEOUT_MS)}: ` +
+          'is an agent running there? (or use nodeUpgradeExecutor=job)',
+        MACHINE_UPDATE_FAILURES.nodeAgentMissing,
+      );
+    }
     if (Date.now() - startedAtMs > input.timeoutMs) {
       throw ApplicationFailure.nonRetryable(
         `${where} for node ${input.nodeName} not finished within ${seconds(input.timeoutMs)} (${observed})`,
