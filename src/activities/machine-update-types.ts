@@ -7,6 +7,8 @@ export interface MachineRef {
 export interface PreflightResult {
   nodeName: string;
   clusterName: string;
+  /** The Cluster's pdb-force-drain-timeout annotation, when set: it wins over the setting. */
+  pdbForceDrainTimeoutMs?: number;
 }
 
 export interface DrainOptions {

@@ -13,6 +13,8 @@ import {
 } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
+import { parseGoDuration } from '../domain/durations.ts';
+import { policyKeys } from '../domain/policy-keys.ts';
 import { isConflict, isNotFound } from './kube.ts';
 import {
   MACHINE_UPDATE_FAILURES,
@@ -107,7 +109,8 @@ export function createNodeActivities(
           MACHINE_UPDATE_FAILURES.nodeNotReady,
         );
       }
-      return { nodeName, clusterName };
+      const pdbForceDrainTimeoutMs = await clusterPdbForceDrainTimeout(custom, machine.namespace, clusterName);
+      return { nodeName, clusterName, ...(pdbForceDrainTimeoutMs !== undefined ? { pdbForceDrainTimeoutMs } : {}) };
     },
 
     async cordon({ cluster, nodeName }): Promise<{ wasUnschedulable: boolean }> {
@@ -303,4 +306,38 @@ async function setUpdateFailed(kc: KubeConfig, nodeName: string, reason: string 
     },
     mergePatch,
   );
+}
+
+/**
+ * The Cluster's `pdb-force-drain-timeout` annotation, which overrides the ExtensionConfig
+ * setting for that cluster (UpdateMachine carries no Cluster, so it is read here).
+ */
+async function clusterPdbForceDrainTimeout(
+  custom: CustomObjectsApi,
+  namespace: string,
+  name: string,
+): Promise<number | undefined> {
+  let cluster: { metadata?: { annotations?: Record<string, string> } };
+  try {
+    cluster = (await custom.getNamespacedCustomObject({
+      group: CAPI_GROUP,
+      version: CAPI_VERSION,
+      plural: 'clusters',
+      namespace,
+      name,
+    })) as typeof cluster;
+  } catch (err) {
+    if (isNotFound(err)) return undefined; // the setting applies
+    throw err;
+  }
+  const key = policyKeys.pdbForceDrainTimeout.annotation;
+  const raw = cluster.metadata?.annotations?.[key]?.trim();
+  if (!raw) return undefined;
+  const ms = parseGoDuration(raw);
+  if (ms === undefined)
+    throw ApplicationFailure.nonRetryable(
+      `Cluster ${namespace}/${name} annotation ${key}=${JSON.stringify(raw)}: not a duration (use e.g. 30m, 2h)`,
+      MACHINE_UPDATE_FAILURES.invalidInput,
+    );
+  return ms;
 }

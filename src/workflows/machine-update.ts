@@ -129,6 +129,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     }
 
     state.enter('Drain', `draining node ${pre.nodeName}`);
+    const pdbForceDrainTimeoutMs = pre.pdbForceDrainTimeoutMs ?? input.pdbForceDrainTimeoutMs;
     // Wall time since the drain began, kept here so restarts and on-call restarts don't reset it.
     const drainStartedAtMs = Date.now();
     for (;;) {
@@ -138,7 +139,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         force: input.forceDrainUnmanagedPods,
         timeoutMs: input.drainTimeoutMs,
         startedAtMs: drainStartedAtMs,
-        ...(input.pdbForceDrainTimeoutMs !== undefined ? { pdbForceDrainTimeoutMs: input.pdbForceDrainTimeoutMs } : {}),
+        ...(pdbForceDrainTimeoutMs !== undefined ? { pdbForceDrainTimeoutMs } : {}),
         ...(forceDrain ? { forceNow: true } : {}),
       };
       try {

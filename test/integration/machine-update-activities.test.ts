@@ -26,6 +26,7 @@ import {
 } from '../../src/activities/machine-update.ts';
 import type { DrainOptions, DrainResult, NodeUpgradeInput } from '../../src/activities/machine-update-types.ts';
 import {
+  capiCluster,
   capiMachine,
   cordon,
   createCapiObject,
@@ -247,6 +248,45 @@ describe('preflight', () => {
       });
     } finally {
       await setNodeReady(wl, p, true);
+    }
+  });
+});
+
+describe('preflight reads the per-cluster drain policy', () => {
+  it('the Cluster annotation pdb-force-drain-timeout overrides the setting; a bad value fails naming it', async () => {
+    const annotation = 'upgrades.capi-orchestrator.io/pdb-force-drain-timeout';
+    const obj = capiCluster(cluster.name, g);
+    obj.metadata.annotations = { [annotation]: '90s' };
+    await createCapiObject(mg.custom, obj);
+    try {
+      expect(await activities.preflight({ machine: { namespace: g, name: 'm-ready' } })).toEqual({
+        nodeName: p,
+        clusterName: cluster.name,
+        pdbForceDrainTimeoutMs: 90_000,
+      });
+      await mg.custom.patchNamespacedCustomObject(
+        {
+          group: 'cluster.x-k8s.io',
+          version: 'v1beta2',
+          plural: 'clusters',
+          namespace: g,
+          name: cluster.name,
+          body: { metadata: { annotations: { [annotation]: 'soon' } } },
+        },
+        mergePatch,
+      );
+      await expect(activities.preflight({ machine: { namespace: g, name: 'm-ready' } })).rejects.toMatchObject({
+        nonRetryable: true,
+        message: `Cluster ${g}/${cluster.name} annotation ${annotation}="soon": not a duration (use e.g. 30m, 2h)`,
+      });
+    } finally {
+      await mg.custom.deleteNamespacedCustomObject({
+        group: 'cluster.x-k8s.io',
+        version: 'v1beta2',
+        plural: 'clusters',
+        namespace: g,
+        name: cluster.name,
+      });
     }
   });
 });

@@ -12,7 +12,7 @@ import { createInPlaceHandlers } from '../../src/api/machine-updates.ts';
 import type { MachineUpdateActivities } from '../../src/activities/machine-update-types.ts';
 import { specHash } from '../../src/domain/in-place.ts';
 import { machineUpdateWorkflowId, type MachineUpdateStatus } from '../../src/model/machine-update.ts';
-import { abortSignal, skipDrainSignal } from '../../src/workflows/messages.ts';
+import { abortSignal, forceDrainSignal, skipDrainSignal } from '../../src/workflows/messages.ts';
 import { callHook } from '../support/capi-client.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { temporalCli, temporalSignal } from '../support/temporal-cli.ts';
@@ -387,6 +387,25 @@ describe('machine update workflow through UpdateMachine', () => {
     await client.workflow.getHandle(idFor(body)).signal(skipDrainSignal);
     expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     expect(activities.calls.upgradeNode).toBe(1);
+  });
+
+  it('keeps the drain clock when on-call forceDrain restarts the drain', async () => {
+    let forced = false;
+    const activities = stubs({ drainBlocks: () => !forced });
+    await startWorker(activities);
+    const body = updateMachineRequest('v1.33.1', name);
+    await call(body);
+    await waitForStep(idFor(body), 'Drain');
+    forced = true;
+    await client.workflow.getHandle(idFor(body)).signal(forceDrainSignal);
+    expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    const runs = (activities.seen.drain as { options: { startedAtMs?: number; forceNow?: boolean } }[]).map(
+      (d) => d.options,
+    );
+    expect(runs.length).toBeGreaterThanOrEqual(2);
+    expect(runs.at(-1)?.forceNow).toBe(true);
+    expect(typeof runs[0]?.startedAtMs).toBe('number');
+    expect(new Set(runs.map((o) => o.startedAtMs)).size).toBe(1);
   });
 
   it('finishes after the worker is replaced mid-drain', async () => {
