@@ -4,6 +4,7 @@
 // only reads the memo.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import {
+  allowedForExecutor,
   computeMachinePatches,
   computeMachineSetPatches,
   resolveInPlacePolicy,
@@ -41,17 +42,26 @@ function declinedMessage(declined: readonly Declined[]): { message?: string } {
   };
 }
 
-export const canUpdateMachine: HookImplementation<'CanUpdateMachine'> = async (request, ctx) => {
-  const policy = resolveInPlacePolicy(ctx.settings);
+/** The in-place allow-list from the settings, cut to what the configured executor applies. */
+function inPlacePolicyFor(settings: Readonly<Record<string, string>>) {
+  const policy = resolveInPlacePolicy(settings);
   if (!policy.ok) throw new HookFailure(policy.message);
-  const { patches, declined } = computeMachinePatches(request.current, request.desired, policy.policy);
+  const updates = resolveMachineUpdatePolicy(settings);
+  if (!updates.ok) throw new HookFailure(updates.message);
+  return allowedForExecutor(policy.policy, updates.policy.executor);
+}
+
+export const canUpdateMachine: HookImplementation<'CanUpdateMachine'> = async (request, ctx) => {
+  const { patches, declined } = computeMachinePatches(request.current, request.desired, inPlacePolicyFor(ctx.settings));
   return { status: 'Success', ...patches, ...declinedMessage(declined) };
 };
 
 export const canUpdateMachineSet: HookImplementation<'CanUpdateMachineSet'> = async (request, ctx) => {
-  const policy = resolveInPlacePolicy(ctx.settings);
-  if (!policy.ok) throw new HookFailure(policy.message);
-  const { patches, declined } = computeMachineSetPatches(request.current, request.desired, policy.policy);
+  const { patches, declined } = computeMachineSetPatches(
+    request.current,
+    request.desired,
+    inPlacePolicyFor(ctx.settings),
+  );
   return { status: 'Success', ...patches, ...declinedMessage(declined) };
 };
 

@@ -204,6 +204,20 @@ export type InPlacePolicyResult =
   | { readonly ok: false; readonly error: InPlaceSettingsError; readonly message: string };
 
 /** Like {@link parseInPlacePolicy} but returns the error. */
+/** What the `job` executor applies on a node: versions and bootstrap files, nothing else. */
+export const JOB_EXECUTOR_PATHS: readonly string[] = DEFAULT_ALLOWED_PATHS;
+
+/**
+ * The allow-list cut to what `executor` can apply: CanUpdate* must never declare in place a
+ * change the node-side executor would silently skip. `delegate` agents apply what they are
+ * configured for, so its list stays as the settings say.
+ */
+export function allowedForExecutor(policy: InPlacePolicy, executor: 'job' | 'delegate'): InPlacePolicy {
+  if (executor === 'delegate') return policy;
+  const supported = new Set(JOB_EXECUTOR_PATHS);
+  return { ...policy, allowedPaths: policy.allowedPaths.filter((p) => supported.has(`${p.kind}:${p.pointer}`)) };
+}
+
 export function resolveInPlacePolicy(settings?: Readonly<Record<string, string>>): InPlacePolicyResult {
   try {
     return { ok: true, policy: parseInPlacePolicy(settings) };

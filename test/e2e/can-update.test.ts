@@ -70,6 +70,24 @@ describe('CanUpdateMachine / CanUpdateMachineSet over HTTPS', () => {
     expect(res.body.message).toContain('/spec/version');
   });
 
+  it('never declares in place what the configured executor cannot apply on the node', async () => {
+    // An infrastructure field added to the allow-list: a delegate agent may apply it, the job executor cannot.
+    const settings = { inPlaceAllowedPaths: 'defaults,DockerMachine:/spec/customImage' };
+    const request = (executor: string) =>
+      canUpdateMachine({
+        to: 'v1.33.1',
+        image: 'kindest/node:v1.33.1',
+        settings: { ...settings, nodeUpgradeExecutor: executor },
+      });
+    const job = await call('CanUpdateMachine', request('job'));
+    expect(job.body).toHaveProperty('machinePatch');
+    expect(job.body).not.toHaveProperty('infrastructureMachinePatch');
+    const delegate = await call('CanUpdateMachine', request('delegate'));
+    expect(decode(delegate.body.infrastructureMachinePatch)).toEqual([
+      { op: 'replace', path: '/spec/customImage', value: 'kindest/node:v1.33.1' },
+    ]);
+  });
+
   it('declares nothing when in-place updates are switched off', async () => {
     const res = await call(
       'CanUpdateMachine',
