@@ -67,10 +67,11 @@ export const canUpdateMachineSet: HookImplementation<'CanUpdateMachineSet'> = as
 
 export function createInPlaceHandlers(opts: { client: Client; taskQueue: string }): InPlaceHandlers {
   const { client, taskQueue } = opts;
-  const answer = async (workflowId: string, memo: MachineUpdateMemo) => {
+  const answer = async (workflowId: string, memo: MachineUpdateMemo, running: boolean) => {
     if (memo.phase === 'Succeeded') return { status: 'Success' as const, message: memo.message, retryAfterSeconds: 0 };
     const retryDue = memo.retryNotBefore !== undefined && Date.parse(memo.retryNotBefore) <= Date.now();
-    if (memo.phase === 'Failed' && (memo.retryRequested || retryDue)) {
+    // A run that ended (a failure nobody retried for days) can't be signalled: it answers as it ended.
+    if (running && memo.phase === 'Failed' && (memo.retryRequested || retryDue)) {
       // CAPI still wants this update and the backoff has passed: start over (signalled once).
       if (!memo.retryRequested) await client.workflow.getHandle(workflowId).signal(retrySignal);
       return {
@@ -120,13 +121,18 @@ export function createInPlaceHandlers(opts: { client: Client; taskQueue: string 
       try {
         const description = await client.workflow.getHandle(workflowId).describe();
         const memo = description.memo?.[MACHINE_UPDATE_MEMO_KEY] as MachineUpdateMemo | undefined;
-        // A closed run (an abort ended it, or a failure nobody retried for days) answers as it ended.
-        if (memo) return await answer(workflowId, memo);
-        return {
-          status: 'Success',
-          message: machineUpdateMessage(machine, version, 'preflight checks'),
-          retryAfterSeconds: RETRY_AFTER_SECONDS,
-        };
+        const running = description.status.name === 'RUNNING';
+        // Closed runs: a success or an abort is final for this desired spec; anything else
+        // (terminated, failed, timed out, a failure nobody retried for days) starts a new run below.
+        const final = memo?.phase === 'Succeeded' || memo?.phase === 'Aborted';
+        if (running || final) {
+          if (memo) return await answer(workflowId, memo, running);
+          return {
+            status: 'Success',
+            message: machineUpdateMessage(machine, version, 'preflight checks'),
+            retryAfterSeconds: RETRY_AFTER_SECONDS,
+          };
+        }
       } catch (err) {
         if (!(err instanceof WorkflowNotFoundError)) throw err;
       }

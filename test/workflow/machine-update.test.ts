@@ -344,6 +344,18 @@ describe('machine update workflow through UpdateMachine', () => {
     await recordHistoryIfAsked(client, idFor(body), 'v2-machine-update-aborted-in-executor');
   });
 
+  it('starts a new run when the last one was terminated, instead of answering its Failure forever', async () => {
+    let failures = 1;
+    const activities = stubs({ upgradeFails: () => (failures-- > 0 ? 'disk full' : undefined) });
+    await startWorker(activities);
+    const body = updateMachineRequest('v1.33.1', name);
+    expect(await pollUntilDone(body)).toMatchObject({ status: 'Failure' });
+    await temporalCli(['workflow', 'terminate', '--workflow-id', idFor(body), '--reason', 'on-call cleanup']);
+    expect(await call(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 10 });
+    expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect(activities.calls.preflight).toBe(2);
+  });
+
   it('gives the node back when no agent took the request: the node was not touched', async () => {
     const activities = stubs({ upgradeFails: 'no node agent took NodeUpgradeRequest kube-system/x within 5m0s' });
     // The stub fails with NodeUpgradeFailed; this one says the agent is missing.
