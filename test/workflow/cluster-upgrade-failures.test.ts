@@ -319,14 +319,17 @@ describe('cluster upgrade on a bad day', () => {
     const first = await h.call('BeforeClusterUpgrade', bcu(), recreated);
     expect(first.message).not.toBe(`upgrade to ${TARGET} completed`);
     expect(first).toMatchObject({ status: 'Success' });
-    const ids: string[] = [];
-    for await (const wf of h.client.workflow.list({
-      query: `CapiClusterNamespace = "${h.ref.namespace}" AND WorkflowType = "clusterUpgradeWorkflow"`,
-    }))
-      ids.push(wf.workflowId);
-    expect(ids.sort()).toEqual(
-      [h.workflowId, `cluster-upgrade/${h.ref.namespace}/${h.ref.name}/${recreated.uid}`].sort(),
-    );
+    // Visibility is eventually consistent: the new run may take a moment to be listed.
+    const listIds = async () => {
+      const ids: string[] = [];
+      for await (const wf of h.client.workflow.list({
+        query: `CapiClusterNamespace = "${h.ref.namespace}" AND WorkflowType = "clusterUpgradeWorkflow"`,
+      }))
+        ids.push(wf.workflowId);
+      return ids.sort();
+    };
+    const ids = await waitFor(listIds, (x) => x.length >= 2, 10_000);
+    expect(ids).toEqual([h.workflowId, `cluster-upgrade/${h.ref.namespace}/${h.ref.name}/${recreated.uid}`].sort());
   });
 
   it('applies a changed upgrade-at while the gate waits, within one poll, and polls add no history', async () => {
