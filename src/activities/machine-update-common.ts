@@ -5,6 +5,7 @@
 // entry point, machine-update.ts, which composes them).
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { MachineRef } from './machine-update-types.ts';
+import { NODE_AGENT_MISSING } from '../model/machine-update.ts';
 
 /** Types of the ApplicationFailures raised by the machine update activities. */
 export const MACHINE_UPDATE_FAILURES = {
@@ -18,7 +19,7 @@ export const MACHINE_UPDATE_FAILURES = {
   drainTimeout: 'DrainTimeout',
   nodeAgentFailed: 'NodeAgentFailed',
   /** No agent took the NodeUpgradeRequest: the node was not touched. */
-  nodeAgentMissing: 'NodeAgentMissing',
+  nodeAgentMissing: NODE_AGENT_MISSING,
   nodeUpgradeJobFailed: 'NodeUpgradeJobFailed',
   nodeUpgradeTimeout: 'NodeUpgradeTimeout',
   nodeVersionTimeout: 'NodeVersionTimeout',

@@ -16,6 +16,7 @@ import { tryParseVersion } from '../domain/versions.ts';
 import { abortSignal, retrySignal } from '../workflows/messages.ts';
 import {
   MACHINE_UPDATE_MEMO_KEY,
+  machineUpdateFailure,
   machineUpdateMessage,
   machineUpdateWorkflowId,
   type MachineUpdateInput,
@@ -67,7 +68,13 @@ export const canUpdateMachineSet: HookImplementation<'CanUpdateMachineSet'> = as
 
 export function createInPlaceHandlers(opts: { client: Client; taskQueue: string }): InPlaceHandlers {
   const { client, taskQueue } = opts;
-  const answer = async (workflowId: string, memo: MachineUpdateMemo, running: boolean) => {
+  const answer = async (
+    workflowId: string,
+    machine: { namespace: string; name: string },
+    version: string,
+    memo: MachineUpdateMemo,
+    running: boolean,
+  ) => {
     if (memo.phase === 'Succeeded') return { status: 'Success' as const, message: memo.message, retryAfterSeconds: 0 };
     const retryDue = memo.retryNotBefore !== undefined && Date.parse(memo.retryNotBefore) <= Date.now();
     // A run that ended (a failure nobody retried for days) can't be signalled: it answers as it ended.
@@ -76,7 +83,7 @@ export function createInPlaceHandlers(opts: { client: Client; taskQueue: string 
       if (!memo.retryRequested) await client.workflow.getHandle(workflowId).signal(retrySignal);
       return {
         status: 'Success' as const,
-        message: `${memo.message.split('; retried when')[0]}; retrying`,
+        message: `${machineUpdateFailure(machine, version, memo.step, memo.reason ?? 'unknown')}; retrying`,
         retryAfterSeconds: RETRY_AFTER_SECONDS,
       };
     }
@@ -126,7 +133,7 @@ export function createInPlaceHandlers(opts: { client: Client; taskQueue: string 
         // (terminated, failed, timed out, a failure nobody retried for days) starts a new run below.
         const final = memo?.phase === 'Succeeded' || memo?.phase === 'Aborted';
         if (running || final) {
-          if (memo) return await answer(workflowId, memo, running);
+          if (memo) return await answer(workflowId, machine, version, memo, running);
           return {
             status: 'Success',
             message: machineUpdateMessage(machine, version, 'preflight checks'),

@@ -60,6 +60,19 @@ export function machineUpdateMessage(
   return `updating machine ${machine.namespace}/${machine.name} to ${version}: ${detail}`;
 }
 
+/** Failure type of an update no node agent took: the node was not touched (activities raise it, the workflow reads it). */
+export const NODE_AGENT_MISSING = 'NodeAgentMissing';
+
+/** What a failed attempt says, before how it will be retried: the workflow and the api both spell it here. */
+export function machineUpdateFailure(
+  machine: { namespace: string; name: string },
+  version: string,
+  step: MachineUpdateStep,
+  reason: string,
+): string {
+  return `update of machine ${machine.namespace}/${machine.name} to ${version} failed at ${step}: ${reason}`;
+}
+
 export interface MachineUpdateMemo {
   phase: MachineUpdatePhase;
   step: MachineUpdateStep;

@@ -25,7 +25,7 @@ import {
 } from '@temporalio/workflow';
 import type { DrainOptions, MachineRef, MachineUpdateActivities } from '../activities/machine-update-types.ts';
 import { abortSignal, forceDrainSignal, machineUpdateStatusQuery, retrySignal, skipDrainSignal } from './messages.ts';
-import type { MachineUpdateInput, MachineUpdateStatus } from '../model/machine-update.ts';
+import { NODE_AGENT_MISSING, type MachineUpdateInput, type MachineUpdateStatus } from '../model/machine-update.ts';
 import { machineUpdateWorkflowV1 } from './legacy/machine-update-v1.ts';
 import { MachineUpdateState } from './machine-update/state.ts';
 import { NodeName } from './search-attributes.ts';
@@ -33,8 +33,6 @@ import { NodeName } from './search-attributes.ts';
 export const MACHINE_UPDATE_V2 = 'machine-update-v2';
 
 const retry = { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 };
-/** MACHINE_UPDATE_FAILURES.nodeAgentMissing (activities' value, spelled here: workflows import no activity code). */
-const NODE_AGENT_MISSING = 'NodeAgentMissing';
 const quick = proxyActivities<MachineUpdateActivities>({ startToCloseTimeout: '1 minute', retry });
 
 /** Backoff before a failed update may start over: base, 2×, 4× … at most 30× the base (1 minute by default). */

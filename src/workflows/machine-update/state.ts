@@ -4,6 +4,7 @@
 import { upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
 import {
   MACHINE_UPDATE_MEMO_KEY,
+  machineUpdateFailure,
   machineUpdateMessage,
   type MachineUpdateInput,
   type MachineUpdateMemo,
@@ -123,7 +124,7 @@ export class MachineUpdateState {
     s.retryNotBefore = retryNotBefore;
     delete s.retryRequested;
     s.message =
-      `update of ${this.who} to ${this.input.version} failed at ${s.step}: ${reason}; ` +
+      `${machineUpdateFailure(this.input.machine, this.input.version, s.step, reason)}; ` +
       'retried when UpdateMachine is called again after a backoff, or at once on the "retry" signal';
     this.publish();
   }
