@@ -4,7 +4,7 @@
 // run concurrently (a chained upgrade takes CAPI minutes of re-polling).
 // Services: test/support/capi-tier.ts (started once by the global setup).
 import { afterAll, describe, expect, it } from '@jest/globals';
-import type { ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
+import { upgradeHooks, type ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
 import { clusterUpgradeStatusQuery } from '../../src/workflows/messages.ts';
 import { CapiTierClient, eventually, hookSequence, type KubeObject } from '../support/capi-cluster.ts';
 
@@ -12,14 +12,7 @@ const FROM = 'v1.33.0';
 const TARGET = 'v1.35.0';
 /** The minor in between, at whatever patch our plan picks. */
 const INTERMEDIATE = /^v1\.34\.\d+$/;
-const LIFECYCLE = [
-  'BeforeClusterUpgrade',
-  'BeforeControlPlaneUpgrade',
-  'AfterControlPlaneUpgrade',
-  'BeforeWorkersUpgrade',
-  'AfterWorkersUpgrade',
-  'AfterClusterUpgrade',
-];
+const LIFECYCLE: readonly string[] = upgradeHooks;
 const MINUTE = 60_000;
 
 const capi = new CapiTierClient();
