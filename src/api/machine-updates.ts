@@ -166,27 +166,6 @@ export function createInPlaceHandlers(opts: { client: Client; taskQueue: string 
           retryAfterSeconds: RETRY_AFTER_SECONDS,
         };
       }
-      if (policy.maxConcurrentMachineUpdates > 0) {
-        let running = 0;
-        for await (const _ of client.workflow.list({
-          query: runningQuery([
-            `${ClusterNamespace.name} = ${JSON.stringify(machine.namespace)}`,
-            `${ClusterName.name} = ${JSON.stringify(clusterName)}`,
-          ]),
-        }))
-          running++;
-        if (running >= policy.maxConcurrentMachineUpdates) {
-          return {
-            status: 'Success',
-            message: machineUpdateMessage(
-              machine,
-              version,
-              `waiting: ${policy.maxConcurrentMachineUpdates} machine(s) of cluster ${clusterName} are updating (maxConcurrentMachineUpdates)`,
-            ),
-            retryAfterSeconds: RETRY_AFTER_SECONDS,
-          };
-        }
-      }
       const input: MachineUpdateInput = {
         machine,
         clusterName,
@@ -201,6 +180,8 @@ export function createInPlaceHandlers(opts: { client: Client; taskQueue: string 
         drainTimeoutMs: policy.drainTimeoutMs,
         nodeUpgradeTimeoutMs: policy.nodeUpgradeTimeoutMs,
         retryBackoffMs: policy.retryBackoffMs,
+        // Held by the cluster's slots workflow: a hard limit across api replicas (a count here would race).
+        maxConcurrentMachineUpdates: policy.maxConcurrentMachineUpdates,
         ...(policy.pdbForceDrainTimeoutMs !== undefined
           ? { pdbForceDrainTimeoutMs: policy.pdbForceDrainTimeoutMs }
           : {}),

@@ -2,7 +2,8 @@
 // the api, the workflows and the activities (no Temporal imports).
 import type { UpgradeCondition } from './cluster-upgrade.ts';
 
-export type MachineUpdateStep = 'Preflight' | 'Cordon' | 'Drain' | 'UpgradeNode' | 'WaitForNode' | 'Uncordon' | 'Done';
+export type MachineUpdateStep =
+  'Queued' | 'Preflight' | 'Cordon' | 'Drain' | 'UpgradeNode' | 'WaitForNode' | 'Uncordon' | 'Done';
 export type MachineUpdatePhase = 'Updating' | 'Succeeded' | 'Failed' | 'Aborted';
 
 export interface MachineUpdateInput {
@@ -25,6 +26,8 @@ export interface MachineUpdateInput {
   nodeUpgradeTimeoutMs: number;
   /** First wait before a failed update may start over (v2; default 1 minute). */
   retryBackoffMs?: number;
+  /** Machines of the cluster updating at once, held by the cluster's slots workflow; 0 or unset = no limit. */
+  maxConcurrentMachineUpdates?: number;
 }
 
 export interface MachineUpdateStatus {
@@ -85,4 +88,38 @@ export interface MachineUpdateMemo {
 
 export function machineUpdateWorkflowId(machine: { namespace: string; name: string }, specHash: string): string {
   return `machine-update/${machine.namespace}/${machine.name}/${specHash}`;
+}
+
+/** One machine update run asking the cluster's slots workflow for a place (maxConcurrentMachineUpdates). */
+export interface MachineUpdateSlotRequest {
+  workflowId: string;
+  runId: string;
+  /** The limit in force when asked (settings may change; the latest ask wins). */
+  limit: number;
+}
+
+export interface MachineUpdateSlotsInput {
+  cluster: { namespace: string; name: string };
+  limit: number;
+  /** Runs holding a slot, oldest first (carried over continue-as-new). */
+  holders: MachineUpdateSlotRequest[];
+  /** Runs waiting, first come first served. */
+  waiting: MachineUpdateSlotRequest[];
+  /** How often holders are checked for runs that ended without giving their slot back (default 2 minutes). */
+  livenessCheckMs?: number;
+}
+
+export interface MachineUpdateSlotsStatus {
+  limit: number;
+  holders: string[];
+  waiting: string[];
+}
+
+export function machineUpdateSlotsWorkflowId(cluster: { namespace: string; name: string }): string {
+  return `machine-update-slots/${cluster.namespace}/${cluster.name}`;
+}
+
+/** What a machine update waiting for a slot says: deterministic (no position or count that changes). */
+export function machineUpdateQueuedDetail(clusterName: string, limit: number): string {
+  return `waiting: ${limit} machine(s) of cluster ${clusterName} are updating (maxConcurrentMachineUpdates)`;
 }

@@ -16,17 +16,40 @@ import {
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
+  ChildWorkflowCancellationType,
   condition,
+  getExternalWorkflowHandle,
   isCancellation,
+  ParentClosePolicy,
   patched,
   proxyActivities,
   setHandler,
+  sleep,
+  startChild,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { DrainOptions, MachineRef, MachineUpdateActivities } from '../activities/machine-update-types.ts';
-import { abortSignal, forceDrainSignal, machineUpdateStatusQuery, retrySignal, skipDrainSignal } from './messages.ts';
-import { NODE_AGENT_MISSING, type MachineUpdateInput, type MachineUpdateStatus } from '../model/machine-update.ts';
+import {
+  abortSignal,
+  acquireSlotSignal,
+  forceDrainSignal,
+  machineUpdateStatusQuery,
+  releaseSlotSignal,
+  retrySignal,
+  skipDrainSignal,
+  slotGrantedSignal,
+} from './messages.ts';
+import {
+  NODE_AGENT_MISSING,
+  machineUpdateQueuedDetail,
+  machineUpdateSlotsWorkflowId,
+  type MachineUpdateInput,
+  type MachineUpdateSlotRequest,
+  type MachineUpdateStatus,
+} from '../model/machine-update.ts';
 import { machineUpdateWorkflowV1 } from './legacy/machine-update-v1.ts';
+import { machineUpdateSlotsWorkflow } from './machine-update-slots.ts';
 import { MachineUpdateState } from './machine-update/state.ts';
 import { NodeName } from './search-attributes.ts';
 
@@ -75,6 +98,10 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     state.publish();
   });
   setHandler(machineUpdateStatusQuery, () => status);
+  let slotGranted = false;
+  setHandler(slotGrantedSignal, () => {
+    slotGranted = true;
+  });
 
   const checkpoint = () => {
     if (abortReason !== undefined) throw new Aborted(abortReason);
@@ -113,7 +140,67 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   const requestName = (attempt: number) =>
     `${input.machine.name}-${input.specHash}${attempt > 1 ? `-${attempt}` : ''}`.slice(0, 63).replace(/-+$/, '');
 
+  // maxConcurrentMachineUpdates: a place from the cluster's slots workflow, held from before
+  // the cordon until the node is given back (kept while a failed node stays cordoned).
+  // Runs started before the limit existed carry none and never ask.
+  const limit = input.maxConcurrentMachineUpdates ?? 0;
+  const slots = { namespace: input.machine.namespace, name: input.clusterName };
+  const me = { workflowId: workflowInfo().workflowId, runId: workflowInfo().runId };
+  let slotAsked = false;
+  let slotHeld = false;
+  const askForSlot = async (request: MachineUpdateSlotRequest) => {
+    const slotsId = machineUpdateSlotsWorkflowId(slots);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await getExternalWorkflowHandle(slotsId).signal(acquireSlotSignal, request);
+        return;
+      } catch (err) {
+        if (isCancellation(err)) throw err;
+      }
+      // None running (or it just ended): start it with us first in line. Not our child
+      // in any way that matters: it outlives us and ignores our cancellation.
+      try {
+        await startChild(machineUpdateSlotsWorkflow, {
+          workflowId: slotsId,
+          args: [{ cluster: slots, limit: request.limit, holders: [], waiting: [request] }],
+          parentClosePolicy: ParentClosePolicy.ABANDON,
+          cancellationType: ChildWorkflowCancellationType.ABANDON,
+        });
+        return;
+      } catch (err) {
+        // (@temporalio/common's WorkflowExecutionAlreadyStartedError: workflows import values from the workflow package only.)
+        if (!(err instanceof Error && err.name === 'WorkflowExecutionAlreadyStartedError')) throw err;
+      }
+      // Lost a race with another run starting or ending it: ask again, gently after a few tries.
+      if (attempt >= 3) await sleep('1 second');
+    }
+  };
+  const acquireSlot = async () => {
+    if (limit <= 0 || slotHeld) return;
+    state.enter('Queued', machineUpdateQueuedDetail(input.clusterName, limit));
+    slotGranted = false;
+    slotAsked = true;
+    await askForSlot({ ...me, limit });
+    await condition(() => slotGranted || abortReason !== undefined);
+    checkpoint();
+    slotHeld = true;
+    state.enter('Preflight', 'preflight checks');
+  };
+  const releaseSlot = async () => {
+    if (!slotAsked) return;
+    slotAsked = false;
+    slotHeld = false;
+    await CancellationScope.nonCancellable(async () => {
+      try {
+        await getExternalWorkflowHandle(machineUpdateSlotsWorkflowId(slots)).signal(releaseSlotSignal, me);
+      } catch {
+        // It ended, so nothing is held there.
+      }
+    });
+  };
+
   const attemptUpdate = async () => {
+    await acquireSlot();
     const pre = await step(() => quick.preflight({ machine: input.machine }));
     status.nodeName = pre.nodeName;
     cluster = { namespace: input.machine.namespace, name: pre.clusterName };
@@ -182,6 +269,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       await quick.uncordon({ cluster, nodeName: pre.nodeName });
       cordonedByUs = false;
     }
+    await releaseSlot();
   };
 
   /** Gives back what this update took: its executor's objects, and the node if we cordoned it. */
@@ -200,6 +288,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         await quick.uncordon({ cluster, nodeName: status.nodeName });
         cordonedByUs = false;
       }
+      // The node is given back (or ours to keep no more): let the next machine in.
+      if (uncordon) await releaseSlot();
     });
   };
 
@@ -231,7 +321,10 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         new Date(Date.now() + retryBackoffMs(status.attempt ?? 1, input.retryBackoffMs)).toISOString(),
       );
       const woke = await condition(() => status.retryRequested === true || abortReason !== undefined, FAILED_RETENTION);
-      if (!woke) return status;
+      if (!woke) {
+        await releaseSlot();
+        return status;
+      }
       if (abortReason !== undefined) {
         await cleanUp(true);
         state.aborted(abortReason);

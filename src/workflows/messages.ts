@@ -3,7 +3,11 @@
 // src/model (plain types that activities may import too).
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { AbortInput, ClusterUpgradeStatus, Gate, HookCall, PolicyUpdate } from '../model/cluster-upgrade.ts';
-import type { MachineUpdateStatus } from '../model/machine-update.ts';
+import type {
+  MachineUpdateSlotRequest,
+  MachineUpdateSlotsStatus,
+  MachineUpdateStatus,
+} from '../model/machine-update.ts';
 
 export const abortSignal = defineSignal<[AbortInput?]>('abort');
 /** Operator resume after an abort or a failure: `temporal workflow signal --workflow-id … --name resume`. */
@@ -26,3 +30,13 @@ export const machineUpdateStatusQuery = defineQuery<MachineUpdateStatus>('status
 export const skipDrainSignal = defineSignal<[]>('skipDrain');
 /** On-call: delete PDB-blocked pods now instead of waiting for pdbForceDrainTimeout. */
 export const forceDrainSignal = defineSignal<[]>('forceDrain');
+
+// ---- machine update slots (maxConcurrentMachineUpdates) -----------------------
+
+/** A machine update asks for a slot; the slots workflow answers with `slotGranted` to that run. */
+export const acquireSlotSignal = defineSignal<[MachineUpdateSlotRequest]>('acquireSlot');
+/** A machine update gives its slot back, or leaves the queue. */
+export const releaseSlotSignal = defineSignal<[Pick<MachineUpdateSlotRequest, 'workflowId' | 'runId'>]>('releaseSlot');
+/** Sent by the slots workflow to the run it lets in (again on liveness checks: harmless). */
+export const slotGrantedSignal = defineSignal<[]>('slotGranted');
+export const machineUpdateSlotsQuery = defineQuery<MachineUpdateSlotsStatus>('slots');

@@ -11,8 +11,20 @@ import { hookPath } from '../../src/api/hook-route.ts';
 import { createInPlaceHandlers } from '../../src/api/machine-updates.ts';
 import type { MachineUpdateActivities } from '../../src/activities/machine-update-types.ts';
 import { specHash } from '../../src/domain/in-place.ts';
-import { machineUpdateWorkflowId, type MachineUpdateStatus } from '../../src/model/machine-update.ts';
-import { abortSignal, forceDrainSignal, skipDrainSignal } from '../../src/workflows/messages.ts';
+import {
+  machineUpdateSlotsWorkflowId,
+  machineUpdateWorkflowId,
+  type MachineUpdateSlotsStatus,
+  type MachineUpdateStatus,
+} from '../../src/model/machine-update.ts';
+import {
+  abortSignal,
+  acquireSlotSignal,
+  forceDrainSignal,
+  machineUpdateSlotsQuery,
+  skipDrainSignal,
+} from '../../src/workflows/messages.ts';
+import { machineUpdateSlotsWorkflow } from '../../src/workflows/machine-update-slots.ts';
 import { callHook } from '../support/capi-client.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { temporalCli, temporalSignal } from '../support/temporal-cli.ts';
@@ -419,6 +431,150 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(typeof runs[0]?.startedAtMs).toBe('number');
     expect(new Set(runs.map((o) => o.startedAtMs)).size).toBe(1);
   });
+
+  /** A request for a machine of a cluster of the test's own (the slots workflow is per cluster). */
+  const clusterRequest = (cluster: string, machineName: string, settings: Record<string, string>) => {
+    const body = updateMachineRequest('v1.33.1', machineName, [], settings);
+    body.desired.machine.spec.clusterName = cluster;
+    body.desired.machine.metadata.labels['cluster.x-k8s.io/cluster-name'] = cluster;
+    return body;
+  };
+  const idOf = (body: ReturnType<typeof updateMachineRequest>) =>
+    machineUpdateWorkflowId({ namespace: 'fleet-a', name: body.desired.machine.metadata.name }, specHash(body.desired));
+
+  it('never lets more than maxConcurrentMachineUpdates machines of a cluster past the queue, and finishes them all', async () => {
+    const activities = stubs();
+    // In flight = cordoned and not yet uncordoned; the upgrade takes a while so the waves overlap.
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const cordon = activities.cordon;
+    activities.cordon = async (input) => {
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      return await cordon(input);
+    };
+    const upgradeNode = activities.upgradeNode;
+    activities.upgradeNode = async (input) => {
+      await new Promise((r) => setTimeout(r, 300));
+      return await upgradeNode(input);
+    };
+    const uncordon = activities.uncordon;
+    activities.uncordon = async (input) => {
+      inFlight--;
+      await uncordon(input);
+    };
+    await startWorker(activities);
+    const cluster = `c-${randomUUID().slice(0, 8)}`;
+    const bodies = Array.from({ length: 40 }, (_, i) =>
+      clusterRequest(cluster, `${name}-${i}`, { maxConcurrentMachineUpdates: '10' }),
+    );
+    // 40 UpdateMachine calls at once, as CAPI would send for 40 machines.
+    const first = await Promise.all(bodies.map((b) => call(b)));
+    expect(first.every((a) => a.status === 'Success')).toBe(true);
+    const slotsHandle = client.workflow.getHandle(
+      machineUpdateSlotsWorkflowId({ namespace: 'fleet-a', name: cluster }),
+    );
+    // The first run to ask starts the slots workflow: until then it is not found.
+    const queued = await waitFor(
+      async () => (await slotsHandle.query(machineUpdateSlotsQuery).catch(() => undefined)) as MachineUpdateSlotsStatus,
+      (slots) => (slots?.waiting.length ?? 0) > 0,
+    );
+    expect(queued.limit).toBe(10);
+    expect(queued.holders.length).toBeLessThanOrEqual(10);
+    const waitingOne = await call(bodies.find((b) => queued.waiting.includes(idOf(b)))!);
+    expect(waitingOne.message).toMatch(
+      new RegExp(`waiting: 10 machine\\(s\\) of cluster ${cluster} are updating \\(maxConcurrentMachineUpdates\\)$`),
+    );
+    const done = await Promise.all(bodies.map((b) => pollUntilDone(b, 120_000)));
+    expect(done.filter((a) => a.status === 'Success' && a.retryAfterSeconds === 0)).toHaveLength(40);
+    expect(maxInFlight).toBeGreaterThan(1);
+    expect(maxInFlight).toBeLessThanOrEqual(10);
+    expect(activities.calls.cordon).toBe(40);
+  }, 180_000);
+
+  it('frees the slot of a run that ended without giving it back, and of one aborted while queued', async () => {
+    let block = true;
+    const activities = stubs({ upgradeBlocks: () => block });
+    await startWorker(activities);
+    const cluster = `c-${randomUUID().slice(0, 8)}`;
+    const slotsId = machineUpdateSlotsWorkflowId({ namespace: 'fleet-a', name: cluster });
+    // Started ahead with a short liveness check (production: 2 minutes).
+    await client.workflow.start(machineUpdateSlotsWorkflow, {
+      workflowId: slotsId,
+      taskQueue,
+      args: [
+        {
+          cluster: { namespace: 'fleet-a', name: cluster },
+          limit: 1,
+          holders: [],
+          waiting: [],
+          livenessCheckMs: 1_000,
+        },
+      ],
+    });
+    const settings = { maxConcurrentMachineUpdates: '1' };
+    const [a, b, c] = ['a', 'b', 'c'].map((m) => clusterRequest(cluster, `${name}-${m}`, settings)) as [
+      ReturnType<typeof updateMachineRequest>,
+      ReturnType<typeof updateMachineRequest>,
+      ReturnType<typeof updateMachineRequest>,
+    ];
+    await call(a);
+    await waitForStep(idOf(a), 'UpgradeNode');
+    await call(b);
+    await call(c);
+    await waitForStep(idOf(b), 'Queued');
+    await waitForStep(idOf(c), 'Queued');
+    // Aborted while queued: it answers the abort and leaves the queue.
+    await client.workflow.getHandle(idOf(c)).signal(abortSignal, { reason: 'not now' });
+    expect(await pollUntilDone(c)).toMatchObject({
+      status: 'Failure',
+      message: expect.stringMatching(/aborted: not now$/),
+    });
+    expect(activities.calls.cordon).toBe(1);
+    const slots = client.workflow.getHandle(slotsId);
+    expect(
+      await waitFor(
+        async () => (await slots.query(machineUpdateSlotsQuery)) as MachineUpdateSlotsStatus,
+        (s) => s.waiting.length === 1,
+      ),
+    ).toEqual({ limit: 1, holders: [idOf(a)], waiting: [idOf(b)] });
+    // The holder is terminated (it never says goodbye): the liveness check lets b in.
+    block = false;
+    await client.workflow.getHandle(idOf(a)).terminate('on-call cleanup');
+    expect(await pollUntilDone(b)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    await client.workflow.getHandle(idOf(b)).result();
+    await recordHistoryIfAsked(client, idOf(b), 'v2-machine-update-queued');
+  }, 60_000);
+
+  it('keeps the slots workflow history short by continuing as new, carrying its state', async () => {
+    await startWorker(stubs());
+    const cluster = `c-${randomUUID().slice(0, 8)}`;
+    const handle = await client.workflow.start(machineUpdateSlotsWorkflow, {
+      workflowId: machineUpdateSlotsWorkflowId({ namespace: 'fleet-a', name: cluster }),
+      taskQueue,
+      args: [{ cluster: { namespace: 'fleet-a', name: cluster }, limit: 1, holders: [], waiting: [] }],
+    });
+    // Runs that no longer exist: each is let in, can't be told, and is dropped (≈4–9 events each, signals arriving together share a workflow task).
+    for (let batch = 0; batch < 20; batch++) {
+      await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          handle.signal(acquireSlotSignal, { workflowId: `gone-${batch}-${i}`, runId: randomUUID(), limit: 1 }),
+        ),
+      );
+    }
+    const described = await waitFor(
+      () => client.workflow.getHandle(handle.workflowId).describe(),
+      (d) => d.runId !== handle.firstExecutionRunId,
+    );
+    expect(described.runId).not.toBe(handle.firstExecutionRunId);
+    expect(described.status.name).toBe('RUNNING');
+    const first = await client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId).describe();
+    expect(first.status.name).toBe('CONTINUED_AS_NEW');
+    expect(first.historyLength).toBeLessThan(2_000);
+    // The new run still works: a real machine update gets in and finishes.
+    const body = clusterRequest(cluster, name, { maxConcurrentMachineUpdates: '1' });
+    expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+  }, 90_000);
 
   it('finishes after the worker is replaced mid-drain', async () => {
     await startWorker(stubs({ drainBlocks: () => true }));
