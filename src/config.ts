@@ -35,6 +35,15 @@ export interface TemporalConfig {
   taskQueue: string;
 }
 
+/** Worker concurrency (Temporal WorkerOptions); unset = the SDK's defaults. */
+export interface WorkerTuning {
+  maxConcurrentActivityTaskExecutions?: number;
+  maxConcurrentWorkflowTaskExecutions?: number;
+  maxCachedWorkflows?: number;
+  /** How often node upgrades waited on (Jobs, NodeUpgradeRequests) are read. */
+  nodeUpgradePollMs: number;
+}
+
 export interface AppConfig {
   role: Role;
   logLevel: string;
@@ -45,6 +54,7 @@ export interface AppConfig {
   workflowBundlePath?: string;
   /** Image of the `job` node-upgrade executor (must provide nsenter). */
   nodeUpgradeJobImage?: string;
+  worker: WorkerTuning;
 }
 
 export class ConfigError extends Error {
@@ -140,6 +150,22 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     seen.set(h.name, h.hook);
   }
 
+  const optionalInt = (name: string, min: number, max: number): number | undefined =>
+    env[name] === undefined || env[name] === '' ? undefined : int(name, min, min, max);
+  const tuning = {
+    maxConcurrentActivityTaskExecutions: optionalInt('WORKER_MAX_CONCURRENT_ACTIVITIES', 1, 10_000),
+    maxConcurrentWorkflowTaskExecutions: optionalInt('WORKER_MAX_CONCURRENT_WORKFLOW_TASKS', 2, 10_000),
+    maxCachedWorkflows: optionalInt('WORKER_MAX_CACHED_WORKFLOWS', 0, 100_000),
+  };
+  const worker: WorkerTuning = {
+    ...(Object.fromEntries(Object.entries(tuning).filter(([, v]) => v !== undefined)) as Omit<
+      WorkerTuning,
+      'nodeUpgradePollMs'
+    >),
+    // At most 5 s: each read also heartbeats the waiting activity (heartbeat timeout 10 s).
+    nodeUpgradePollMs: int('NODE_UPGRADE_POLL_SECONDS', 2, 1, 5) * 1000,
+  };
+
   const config: AppConfig = {
     role: role as Role,
     logLevel: str('LOG_LEVEL', 'info'),
@@ -152,6 +178,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     },
     ...(env.WORKFLOW_BUNDLE_PATH ? { workflowBundlePath: env.WORKFLOW_BUNDLE_PATH } : {}),
     ...(env.NODE_UPGRADE_JOB_IMAGE ? { nodeUpgradeJobImage: env.NODE_UPGRADE_JOB_IMAGE } : {}),
+    worker,
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

@@ -53,7 +53,11 @@ export async function run(config: AppConfig): Promise<Running> {
   }
   if (config.role === 'worker' || config.role === 'all') {
     worker = await createWorker(
-      { ...config.temporal, ...(config.workflowBundlePath ? { workflowBundlePath: config.workflowBundlePath } : {}) },
+      {
+        ...config.temporal,
+        ...(config.workflowBundlePath ? { workflowBundlePath: config.workflowBundlePath } : {}),
+        tuning: config.worker,
+      },
       config.nodeUpgradeJobImage ? { nodeUpgradeJobImage: config.nodeUpgradeJobImage } : {},
     );
     workerDone = worker.run();

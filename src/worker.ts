@@ -1,8 +1,11 @@
 // The Temporal worker: polls the task queue, runs the workflows (from a
 // prebuilt bundle in production, bundled from source in development) and the
 // activities.
+import { AsyncCompletionClient } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from './activities/index.ts';
+import { NodeUpgradeWatch } from './activities/node-upgrade-watch.ts';
+import type { WorkerTuning } from './config.ts';
 
 export interface WorkerConfig {
   address: string;
@@ -12,6 +15,7 @@ export interface WorkerConfig {
   workflowBundlePath?: string;
   /** Shut down gracefully within this time on SIGTERM (activities get cancelled after). */
   shutdownGraceTime?: string;
+  tuning?: WorkerTuning;
 }
 
 /** The workflows' entry file next to this module: `.ts` when run from source, `.js` from dist. */
@@ -27,12 +31,20 @@ export function workflowSource(bundlePath?: string): Pick<WorkerOptions, 'workfl
 
 export async function createWorker(config: WorkerConfig, deps: ActivityDeps = {}): Promise<Worker> {
   const connection = await NativeConnection.connect({ address: config.address });
+  const { nodeUpgradePollMs, ...workerOptions } = config.tuning ?? { nodeUpgradePollMs: 2_000 };
+  // Node upgrades are waited on here, outside activity slots (completed asynchronously).
+  const upgradeWatch =
+    deps.upgradeWatch ??
+    new NodeUpgradeWatch(new AsyncCompletionClient({ connection, namespace: config.namespace }), {
+      pollMs: nodeUpgradePollMs,
+    });
   return await Worker.create({
     connection,
     namespace: config.namespace,
     taskQueue: config.taskQueue,
     ...workflowSource(config.workflowBundlePath),
-    activities: createActivities(deps),
+    activities: createActivities({ ...deps, upgradeWatch }),
     shutdownGraceTime: config.shutdownGraceTime ?? '30 seconds',
+    ...workerOptions,
   });
 }

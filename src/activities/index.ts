@@ -6,6 +6,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { withStableFailures } from './failures.ts';
 import { managementKubeConfig } from './kube.ts';
 import { createMachineUpdateActivities } from './machine-update.ts';
+import type { NodeUpgradeWatch } from './node-upgrade-watch.ts';
 import { createProbeActivities } from './probe.ts';
 import { createUpgradeActivities } from './upgrade.ts';
 
@@ -14,6 +15,8 @@ export interface ActivityDeps {
   management?: KubeConfig;
   /** Image for the `job` node-upgrade executor (needs sh, chroot, sha256sum, curl or wget); default in machine-update.ts. */
   nodeUpgradeJobImage?: string;
+  /** Waits on node upgrades outside activity slots; unset = upgradeNode polls in its slot. */
+  upgradeWatch?: NodeUpgradeWatch;
 }
 
 export function createActivities(deps: ActivityDeps = {}) {
@@ -24,6 +27,7 @@ export function createActivities(deps: ActivityDeps = {}) {
     ...createMachineUpdateActivities({
       management,
       ...(deps.nodeUpgradeJobImage ? { job: { image: deps.nodeUpgradeJobImage } } : {}),
+      ...(deps.upgradeWatch ? { upgradeWatch: deps.upgradeWatch } : {}),
     }),
   });
 }

@@ -1,7 +1,7 @@
 // Thin Kubernetes client helpers for the activities: the management cluster's
 // KubeConfig (a file, or in-cluster), and a workload cluster's KubeConfig read
 // from the `<cluster>-kubeconfig` Secret Cluster API writes (key `value`).
-import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, KubeConfig, type ApiConstructor, type ApiType } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ClusterRef } from '../model/cluster-upgrade.ts';
 
@@ -23,10 +23,33 @@ export function managementKubeConfig(path: string | undefined = process.env.MANA
 interface CachedWorkload {
   resourceVersion: string;
   kubeConfig: KubeConfig;
+  /** When the Secret was last read. */
+  readAtMs: number;
 }
 
-// Per management KubeConfig, per cluster: rebuilt when the Secret's resourceVersion changes (rotation).
+/** How long a workload cluster's kubeconfig is used before its Secret is read again (rotation shows within this). */
+export const WORKLOAD_KUBECONFIG_MAX_AGE_MS = 30_000;
+
+// Per management KubeConfig, per cluster: one KubeConfig (and so one set of API clients and
+// their keep-alive connections) per workload cluster, rebuilt when the Secret's
+// resourceVersion changes.
 const workloadCache = new WeakMap<KubeConfig, Map<string, CachedWorkload>>();
+const apiClients = new WeakMap<KubeConfig, Map<ApiConstructor<ApiType>, ApiType>>();
+
+/** `kc.makeApiClient(api)`, made once per KubeConfig: the activities' calls share its connections. */
+export function apiClient<T extends ApiType>(kc: KubeConfig, api: ApiConstructor<T>): T {
+  let clients = apiClients.get(kc);
+  if (!clients) {
+    clients = new Map();
+    apiClients.set(kc, clients);
+  }
+  let client = clients.get(api as ApiConstructor<ApiType>);
+  if (!client) {
+    client = kc.makeApiClient(api);
+    clients.set(api as ApiConstructor<ApiType>, client);
+  }
+  return client as T;
+}
 
 /** Name of the Secret Cluster API writes for a cluster's admin kubeconfig. */
 export function kubeconfigSecretName(cluster: ClusterRef): string {
@@ -38,10 +61,23 @@ export function kubeconfigSecretName(cluster: ClusterRef): string {
  * cluster's namespace. A missing Secret or key, or an unusable kubeconfig, is a non-retryable
  * ApplicationFailure; API errors (unreachable, 5xx) propagate and are retried.
  */
-export async function workloadKubeConfig(management: KubeConfig, cluster: ClusterRef): Promise<KubeConfig> {
+export async function workloadKubeConfig(
+  management: KubeConfig,
+  cluster: ClusterRef,
+  maxAgeMs = WORKLOAD_KUBECONFIG_MAX_AGE_MS,
+): Promise<KubeConfig> {
   const secretName = kubeconfigSecretName(cluster);
   const where = `Secret ${cluster.namespace}/${secretName}`;
-  const core = management.makeApiClient(CoreV1Api);
+  const key = `${cluster.namespace}/${cluster.name}`;
+  let perCluster = workloadCache.get(management);
+  if (!perCluster) {
+    perCluster = new Map();
+    workloadCache.set(management, perCluster);
+  }
+  const cached = perCluster.get(key);
+  if (cached && Date.now() - cached.readAtMs < maxAgeMs) return cached.kubeConfig;
+
+  const core = apiClient(management, CoreV1Api);
   let secret;
   try {
     secret = await core.readNamespacedSecret({ name: secretName, namespace: cluster.namespace });
@@ -55,14 +91,11 @@ export async function workloadKubeConfig(management: KubeConfig, cluster: Cluste
     throw err;
   }
   const resourceVersion = secret.metadata?.resourceVersion ?? '';
-  const key = `${cluster.namespace}/${cluster.name}`;
-  let perCluster = workloadCache.get(management);
-  if (!perCluster) {
-    perCluster = new Map();
-    workloadCache.set(management, perCluster);
+  const readAtMs = Date.now();
+  if (cached && resourceVersion !== '' && cached.resourceVersion === resourceVersion) {
+    cached.readAtMs = readAtMs;
+    return cached.kubeConfig;
   }
-  const cached = perCluster.get(key);
-  if (cached && resourceVersion !== '' && cached.resourceVersion === resourceVersion) return cached.kubeConfig;
 
   const value = secret.data?.value;
   if (!value) {
@@ -80,7 +113,7 @@ export async function workloadKubeConfig(management: KubeConfig, cluster: Cluste
   if (!kubeConfig.getCurrentCluster()) {
     throw ApplicationFailure.nonRetryable(`${where} holds a kubeconfig without a cluster`, WORKLOAD_KUBECONFIG_INVALID);
   }
-  perCluster.set(key, { resourceVersion, kubeConfig });
+  perCluster.set(key, { resourceVersion, kubeConfig, readAtMs });
   return kubeConfig;
 }
 

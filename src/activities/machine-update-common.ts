@@ -41,6 +41,15 @@ export interface WaitCheckpoint {
   observed: string;
 }
 
+/** What an executor's object says when read: done, or what was seen (failures are thrown as ApplicationFailures). */
+export type NodeUpgradeVerdict = { done: true; message: string } | { done: false; observed: string };
+
+/** One node upgrade through an executor: `ensure` creates its object (idempotent), `check` reads it once. */
+export interface NodeUpgradeExecution {
+  ensure(): Promise<void>;
+  check(startedAtMs: number): Promise<NodeUpgradeVerdict>;
+}
+
 export function waitCheckpoint(details: unknown): WaitCheckpoint | undefined {
   if (!isRecord(details) || typeof details.startedAtMs !== 'number') return undefined;
   return { startedAtMs: details.startedAtMs, observed: typeof details.observed === 'string' ? details.observed : '' };

@@ -9,14 +9,20 @@
 // This module composes them: the node activities live in node.ts, the drain in
 // drain/, the executors in executors/. Their public names are re-exported here.
 import type { KubeConfig } from '@kubernetes/client-node';
-import { Context } from '@temporalio/activity';
+import { CompleteAsyncError, Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { createDrainActivities } from './drain/drain.ts';
 import { readBootstrapFiles } from './executors/bootstrap-files.ts';
-import { delegateUpgrade, deleteNodeUpgradeRequest } from './executors/delegate.ts';
-import { deleteUpgradeJob, jobUpgrade, type JobExecutorConfig } from './executors/job.ts';
+import { delegateExecution, deleteNodeUpgradeRequest } from './executors/delegate.ts';
+import { deleteUpgradeJob, jobExecution, type JobExecutorConfig } from './executors/job.ts';
 import { workloadKubeConfig } from './kube.ts';
-import { MACHINE_UPDATE_FAILURES, waitCheckpoint } from './machine-update-common.ts';
+import {
+  MACHINE_UPDATE_FAILURES,
+  waitCheckpoint,
+  type NodeUpgradeExecution,
+  type WaitCheckpoint,
+} from './machine-update-common.ts';
+import type { NodeUpgradeWatch } from './node-upgrade-watch.ts';
 import type { MachineRef, MachineUpdateActivities, NodeUpgradeInput } from './machine-update-types.ts';
 import { createNodeActivities } from './node.ts';
 
@@ -63,6 +69,11 @@ export interface MachineUpdateActivityDeps {
   pollIntervalMs?: number;
   /** The `job` executor. */
   job?: JobExecutorConfig;
+  /**
+   * Waits on node upgrades outside activity slots (async completion). Unset: upgradeNode
+   * polls inside the activity, holding its slot (tests that run activities directly).
+   */
+  upgradeWatch?: NodeUpgradeWatch;
 }
 
 export const DEFAULT_WORKLOAD_NAMESPACE = 'kube-system';
@@ -92,16 +103,30 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
         ? await readBootstrapFiles(deps.management, input.bootstrapConfig)
         : (input.files ?? []);
       const resolved = { ...input, files };
+      let execution: NodeUpgradeExecution;
       switch (input.executor) {
         case 'delegate':
-          return await delegateUpgrade(kc, namespace, pollMs, resolved, startedAtMs);
+          execution = delegateExecution(kc, namespace, resolved);
+          break;
         case 'job':
-          return await jobUpgrade(kc, namespace, pollMs, deps.job ?? {}, resolved, startedAtMs);
+          execution = jobExecution(kc, namespace, deps.job ?? {}, resolved);
+          break;
         default:
           throw ApplicationFailure.nonRetryable(
             `unknown node upgrade executor ${JSON.stringify(input.executor)} (want delegate or job)`,
             MACHINE_UPDATE_FAILURES.invalidInput,
           );
+      }
+      await execution.ensure();
+      if (deps.upgradeWatch) {
+        deps.upgradeWatch.watch({ taskToken: ctx.info.taskToken, startedAtMs, check: execution.check });
+        throw new CompleteAsyncError();
+      }
+      for (;;) {
+        const verdict = await execution.check(startedAtMs);
+        if (verdict.done) return { message: verdict.message };
+        ctx.heartbeat({ startedAtMs, observed: verdict.observed } satisfies WaitCheckpoint);
+        await ctx.sleep(pollMs);
       }
     },
 

@@ -15,7 +15,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { parseGoDuration } from '../domain/durations.ts';
 import { policyKeys } from '../domain/policy-keys.ts';
-import { isConflict, isNotFound } from './kube.ts';
+import { apiClient, isConflict, isNotFound } from './kube.ts';
 import {
   MACHINE_UPDATE_FAILURES,
   seconds,
@@ -60,7 +60,7 @@ export function createNodeActivities(
   workload: WorkloadKubeConfig,
   pollMs: number,
 ): NodeActivities {
-  const custom = management.makeApiClient(CustomObjectsApi);
+  const custom = apiClient(management, CustomObjectsApi);
 
   return {
     async preflight({ machine }): Promise<PreflightResult> {
@@ -264,7 +264,7 @@ async function retryOnConflict<T>(fn: () => Promise<T>, attempts = 5): Promise<T
  * the update-failed annotation. Clearing a node that never had the mark writes nothing.
  */
 async function setUpdateFailed(kc: KubeConfig, nodeName: string, reason: string | undefined): Promise<void> {
-  const core = kc.makeApiClient(CoreV1Api);
+  const core = apiClient(kc, CoreV1Api);
   let node: V1Node;
   try {
     node = await core.readNode({ name: nodeName });

@@ -18,7 +18,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { compareIgnoringBuild, sameVersion, tryParseVersion } from '../domain/versions.ts';
 import type { ClusterRef, ReservedCapacity } from '../model/cluster-upgrade.ts';
 import { heartbeating } from './heartbeat.ts';
-import { isNotFound, isPreconditionFailed, workloadKubeConfig } from './kube.ts';
+import { apiClient, isNotFound, isPreconditionFailed, workloadKubeConfig } from './kube.ts';
 import type {
   CapacityInput,
   CapacityReadiness,
@@ -47,13 +47,13 @@ const CAPI_VERSION = 'v1beta2';
 const LIST_CAP = 5;
 
 export function createUpgradeActivities(deps: UpgradeActivityDeps): UpgradeActivities {
-  const custom = deps.management.makeApiClient(CustomObjectsApi);
+  const custom = apiClient(deps.management, CustomObjectsApi);
   const capi = new CapiObjects(custom);
   return {
     async checkClusterHealth(input: HealthCheckInput): Promise<HealthReport> {
       return await heartbeating(async () => {
         const kc = await workloadKubeConfig(deps.management, input.cluster);
-        const core = kc.makeApiClient(CoreV1Api);
+        const core = apiClient(kc, CoreV1Api);
         const needsPods = input.scope === 'pre' || input.scope === 'post';
         const [machines, nodes, pdbs] = await Promise.all([
           capi.listMachines(input.cluster),

@@ -157,18 +157,33 @@ describe('test bed', () => {
     const nodes = await kc.makeApiClient(CoreV1Api).listNode({ labelSelector: `capi-uo.test/group=${group.name}` });
     expect(nodes.items.map((n) => n.metadata?.name).sort()).toEqual([n1, n2]);
 
-    // Cached per cluster while the Secret's resourceVersion stays; rebuilt when it changes.
+    // Cached per cluster while the Secret's resourceVersion stays; rebuilt when it changes
+    // (read again once the cached one is older than maxAge: 0 here).
     const cluster = { namespace: group.name, name: 'rotating' };
     await createKubeconfigSecret(mg.core, group.name, cluster.name);
-    const first = await workloadKubeConfig(management, cluster);
-    expect(await workloadKubeConfig(management, cluster)).toBe(first);
+    const first = await workloadKubeConfig(management, cluster, 0);
+    expect(await workloadKubeConfig(management, cluster, 0)).toBe(first);
     await mg.core.patchNamespacedSecret(
       { name: 'rotating-kubeconfig', namespace: group.name, body: { metadata: { labels: { rotated: 'yes' } } } },
       mergePatch,
     );
-    const second = await workloadKubeConfig(management, cluster);
+    const second = await workloadKubeConfig(management, cluster, 0);
     expect(second).not.toBe(first);
     expect(second.getCurrentCluster()?.server).toBe(tb.workloadServer);
+  });
+
+  it('reads the kubeconfig Secret at most once per maxAge: within it, not at all', async () => {
+    const management = managementKubeConfig(testbed().managementKubeconfig);
+    const cluster = { namespace: group.name, name: 'cached' };
+    await createKubeconfigSecret(mg.core, group.name, cluster.name);
+    const first = await workloadKubeConfig(management, cluster, 60_000);
+    await mg.core.deleteNamespacedSecret({ name: 'cached-kubeconfig', namespace: group.name });
+    // The Secret is gone, yet within maxAge the cached config answers without a read.
+    expect(await workloadKubeConfig(management, cluster, 60_000)).toBe(first);
+    // Past maxAge the Secret is read again, and its absence shows.
+    await expect(workloadKubeConfig(management, cluster, 0)).rejects.toMatchObject({
+      type: WORKLOAD_KUBECONFIG_MISSING,
+    });
   });
 
   it('marks a missing or unusable kubeconfig Secret non-retryable', async () => {

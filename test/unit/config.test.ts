@@ -46,6 +46,27 @@ describe('parseConfig', () => {
     }
   });
 
+  it('takes worker concurrency from the environment, leaving unset ones to the SDK', () => {
+    expect(parseConfig({}).worker).toEqual({ nodeUpgradePollMs: 2_000 });
+    expect(
+      parseConfig({
+        WORKER_MAX_CONCURRENT_ACTIVITIES: '50',
+        WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: '20',
+        WORKER_MAX_CACHED_WORKFLOWS: '500',
+        NODE_UPGRADE_POLL_SECONDS: '5',
+      }).worker,
+    ).toEqual({
+      maxConcurrentActivityTaskExecutions: 50,
+      maxConcurrentWorkflowTaskExecutions: 20,
+      maxCachedWorkflows: 500,
+      nodeUpgradePollMs: 5_000,
+    });
+    // Above 5 s the wait's heartbeats (timeout 10 s) would lapse between reads.
+    expect(() => parseConfig({ NODE_UPGRADE_POLL_SECONDS: '30', WORKER_MAX_CONCURRENT_ACTIVITIES: '0' })).toThrow(
+      /NODE_UPGRADE_POLL_SECONDS="30": expected an integer from 1 to 5[\s\S]*WORKER_MAX_CONCURRENT_ACTIVITIES="0"|WORKER_MAX_CONCURRENT_ACTIVITIES="0"[\s\S]*NODE_UPGRADE_POLL_SECONDS="30"/,
+    );
+  });
+
   it('refuses two handlers with the same name', () => {
     expect(() => parseConfig({ HOOK_BEFORE_CLUSTER_CREATE_NAME: 'before-cluster-delete' })).toThrow(/used by both/);
   });

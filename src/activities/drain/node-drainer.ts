@@ -10,7 +10,7 @@ import {
   type V1PodDisruptionBudget,
 } from '@kubernetes/client-node';
 import { filterPodsForDrain, type DrainFilterResult, type PdbBlock } from '../../domain/drain.ts';
-import { isConflict, isNotFound, isTooManyRequests } from '../kube.ts';
+import { apiClient, isConflict, isNotFound, isTooManyRequests } from '../kube.ts';
 import { isRecord } from '../machine-update-common.ts';
 import type { DrainOptions } from '../machine-update-types.ts';
 import { selectorMatches } from '../upgrade.ts';
@@ -29,8 +29,8 @@ export class NodeDrainer {
   private pdbs = new Map<string, V1PodDisruptionBudget[]>();
 
   constructor(kc: KubeConfig, nodeName: string, options: DrainOptions) {
-    this.core = kc.makeApiClient(CoreV1Api);
-    this.policy = kc.makeApiClient(PolicyV1Api);
+    this.core = apiClient(kc, CoreV1Api);
+    this.policy = apiClient(kc, PolicyV1Api);
     this.nodeName = nodeName;
     this.options = options;
   }

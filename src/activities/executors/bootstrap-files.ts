@@ -11,7 +11,7 @@ import {
   type V1Secret,
 } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
-import { isConflict, isNotFound } from '../kube.ts';
+import { apiClient, isConflict, isNotFound } from '../kube.ts';
 import { MACHINE_UPDATE_FAILURES } from '../machine-update-common.ts';
 import type { MachineRef } from '../machine-update-types.ts';
 
@@ -40,7 +40,7 @@ export async function readBootstrapFiles(management: KubeConfig, ref: MachineRef
   const where = `KubeadmConfig ${ref.namespace}/${ref.name}`;
   let config: { spec?: { files?: KubeadmConfigFile[] } };
   try {
-    config = (await management.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
+    config = (await apiClient(management, CustomObjectsApi).getNamespacedCustomObject({
       group: 'bootstrap.cluster.x-k8s.io',
       version: 'v1beta2',
       plural: 'kubeadmconfigs',
@@ -52,7 +52,7 @@ export async function readBootstrapFiles(management: KubeConfig, ref: MachineRef
       throw ApplicationFailure.nonRetryable(`${where} not found`, MACHINE_UPDATE_FAILURES.invalidInput);
     throw err;
   }
-  const core = management.makeApiClient(CoreV1Api);
+  const core = apiClient(management, CoreV1Api);
   const files: BootstrapFile[] = [];
   for (const [i, f] of (config.spec?.files ?? []).entries()) {
     if (!f.path)
@@ -163,7 +163,7 @@ export async function ensureFilesSecret(
 ): Promise<void> {
   const body = filesSecret(owner, files);
   try {
-    await kc.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace: body.metadata!.namespace!, body });
+    await apiClient(kc, CoreV1Api).createNamespacedSecret({ namespace: body.metadata!.namespace!, body });
   } catch (err) {
     if (!isConflict(err)) throw err;
   }

@@ -1,12 +1,11 @@
 // The `delegate` node-upgrade executor: a NodeUpgradeRequest custom resource in
 // the workload cluster that an agent on the node acts on and reports back in
-// status; upgradeNode writes it (installing its CRD when missing) and waits for
-// the agent's verdict on the current generation.
+// status; upgradeNode writes it (installing its CRD when missing), and the
+// agent's verdict on the current generation is read by the caller.
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
-import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { canonicalJson } from '../../domain/canonical-json.ts';
-import { isConflict, isNotFound } from '../kube.ts';
+import { apiClient, isConflict, isNotFound } from '../kube.ts';
 import { ensureFilesSecret, filesSecretName, type BootstrapFile } from './bootstrap-files.ts';
 import {
   MACHINE_UPDATE_FAILURES,
@@ -14,7 +13,7 @@ import {
   MANAGED_BY_LABEL,
   nodeLabel,
   seconds,
-  type WaitCheckpoint,
+  type NodeUpgradeExecution,
 } from '../machine-update-common.ts';
 import type { MachineRef, NodeUpgradeInput } from '../machine-update-types.ts';
 
@@ -151,16 +150,9 @@ export const NODE_UPGRADE_REQUEST_CRD = {
   },
 } as const;
 
-/** Writes the node's NodeUpgradeRequest (or its new spec) and waits for the agent's verdict on that generation. */
-export async function delegateUpgrade(
-  kc: KubeConfig,
-  namespace: string,
-  pollMs: number,
-  input: NodeUpgradeInput,
-  startedAtMs: number,
-): Promise<{ message: string }> {
-  const ctx = Context.current();
-  const custom = kc.makeApiClient(CustomObjectsApi);
+/** The node's NodeUpgradeRequest (written, or its spec replaced) and the agent's verdict on that generation. */
+export function delegateExecution(kc: KubeConfig, namespace: string, input: NodeUpgradeInput): NodeUpgradeExecution {
+  const custom = apiClient(kc, CustomObjectsApi);
   const ref = { group: NODE_UPGRADE_GROUP, version: NODE_UPGRADE_VERSION, plural: NODE_UPGRADE_PLURAL, namespace };
   const name = input.requestName;
   const where = `${NODE_UPGRADE_KIND} ${namespace}/${name}`;
@@ -205,57 +197,64 @@ export async function delegateUpgrade(
     }
   };
 
-  let request = await ensure();
-  if (files.length > 0) await ensureFilesSecret(kc, request, files);
-  for (;;) {
-    const generation = request.metadata.generation;
-    const status = request.status;
-    const current = status !== undefined && status.observedGeneration === generation;
-    if (current && status.phase === 'Succeeded') {
-      return { message: status.message || `node agent reported Succeeded for ${where}` };
-    }
-    if (current && status.phase === 'Failed') {
-      throw ApplicationFailure.nonRetryable(
-        `node agent reported Failed: ${status.message || 'no message'}`,
-        MACHINE_UPDATE_FAILURES.nodeAgentFailed,
-      );
-    }
-    const observed = current
-      ? `phase ${status.phase ?? 'Pending'}`
-      : status?.phase
-        ? `status of generation ${status.observedGeneration ?? 'unknown'} ignored, want ${generation ?? 'unknown'}`
-        : 'no status yet';
-    ctx.heartbeat({ startedAtMs, observed } satisfies WaitCheckpoint);
-    // Nobody answers at all: no agent serves this node. Say so early instead of stalling.
-    if (
-      status?.phase === undefined &&
-      Date.now() - startedAtMs > (input.agentPickupTimeoutMs ?? AGENT_PICKUP_TIMEOUT_MS)
-    ) {
-      throw ApplicationFailure.nonRetryable(
-        `no node agent took ${where} for node ${input.nodeName} within ${seconds(input.agentPickupTimeoutMs ?? AGENT_PICKUP_TIMEOUT_MS)}: ` +
-          'is an agent running there? (or use nodeUpgradeExecutor=job)',
-        MACHINE_UPDATE_FAILURES.nodeAgentMissing,
-      );
-    }
-    if (Date.now() - startedAtMs > input.timeoutMs) {
-      throw ApplicationFailure.nonRetryable(
-        `${where} for node ${input.nodeName} not finished within ${seconds(input.timeoutMs)} (${observed})`,
-        MACHINE_UPDATE_FAILURES.nodeUpgradeTimeout,
-      );
-    }
-    await ctx.sleep(pollMs);
-    try {
-      request = (await custom.getNamespacedCustomObject({ ...ref, name })) as NodeUpgradeRequest;
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-      request = await ensure(); // deleted by someone: ask again
-    }
-  }
+  const ensureWithFiles = async (): Promise<NodeUpgradeRequest> => {
+    const request = await ensure();
+    if (files.length > 0) await ensureFilesSecret(kc, request, files);
+    return request;
+  };
+
+  return {
+    async ensure() {
+      await ensureWithFiles();
+    },
+    async check(startedAtMs) {
+      let request: NodeUpgradeRequest;
+      try {
+        request = (await custom.getNamespacedCustomObject({ ...ref, name })) as NodeUpgradeRequest;
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+        request = await ensureWithFiles(); // deleted by someone: ask again
+      }
+      const generation = request.metadata.generation;
+      const status = request.status;
+      const current = status !== undefined && status.observedGeneration === generation;
+      if (current && status.phase === 'Succeeded') {
+        return { done: true, message: status.message || `node agent reported Succeeded for ${where}` };
+      }
+      if (current && status.phase === 'Failed') {
+        throw ApplicationFailure.nonRetryable(
+          `node agent reported Failed: ${status.message || 'no message'}`,
+          MACHINE_UPDATE_FAILURES.nodeAgentFailed,
+        );
+      }
+      const observed = current
+        ? `phase ${status.phase ?? 'Pending'}`
+        : status?.phase
+          ? `status of generation ${status.observedGeneration ?? 'unknown'} ignored, want ${generation ?? 'unknown'}`
+          : 'no status yet';
+      // Nobody answers at all: no agent serves this node. Say so early instead of stalling.
+      const pickupMs = input.agentPickupTimeoutMs ?? AGENT_PICKUP_TIMEOUT_MS;
+      if (status?.phase === undefined && Date.now() - startedAtMs > pickupMs) {
+        throw ApplicationFailure.nonRetryable(
+          `no node agent took ${where} for node ${input.nodeName} within ${seconds(pickupMs)}: ` +
+            'is an agent running there? (or use nodeUpgradeExecutor=job)',
+          MACHINE_UPDATE_FAILURES.nodeAgentMissing,
+        );
+      }
+      if (Date.now() - startedAtMs > input.timeoutMs) {
+        throw ApplicationFailure.nonRetryable(
+          `${where} for node ${input.nodeName} not finished within ${seconds(input.timeoutMs)} (${observed})`,
+          MACHINE_UPDATE_FAILURES.nodeUpgradeTimeout,
+        );
+      }
+      return { done: false, observed };
+    },
+  };
 }
 
 /** Installs the NodeUpgradeRequest CRD when it is missing and waits until it is served; false if it was there. */
 async function ensureCrd(kc: KubeConfig): Promise<boolean> {
-  const custom = kc.makeApiClient(CustomObjectsApi);
+  const custom = apiClient(kc, CustomObjectsApi);
   const ref = { group: 'apiextensions.k8s.io', version: 'v1', plural: 'customresourcedefinitions' };
   const name = NODE_UPGRADE_REQUEST_CRD.metadata.name;
   const read = async (): Promise<CrdObject | undefined> => {
@@ -277,14 +276,15 @@ async function ensureCrd(kc: KubeConfig): Promise<boolean> {
       if (!isConflict(err)) throw err;
     }
   }
-  const ctx = Context.current();
+  // Plain timers: this also runs from the async-completion watch, outside any activity.
+  const pause = () => new Promise((r) => setTimeout(r, 500));
   for (let i = 0; i < 60; i++) {
     if (established(await read())) {
       // Established, yet the endpoint may need a moment longer to serve.
-      await ctx.sleep(500);
+      await pause();
       return true;
     }
-    await ctx.sleep(500);
+    await pause();
   }
   throw ApplicationFailure.retryable(`CustomResourceDefinition ${name} not established after 30s`, 'CrdNotEstablished');
 }
@@ -296,7 +296,7 @@ interface CrdObject {
 /** Deletes the NodeUpgradeRequest `name` (abort, cleanup): the agent stops on deletion; gone already is fine. */
 export async function deleteNodeUpgradeRequest(kc: KubeConfig, namespace: string, name: string): Promise<void> {
   try {
-    await kc.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({
+    await apiClient(kc, CustomObjectsApi).deleteNamespacedCustomObject({
       group: NODE_UPGRADE_GROUP,
       version: NODE_UPGRADE_VERSION,
       plural: NODE_UPGRADE_PLURAL,

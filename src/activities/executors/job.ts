@@ -1,19 +1,19 @@
 // The `job` node-upgrade executor: a privileged Job pinned to the node that runs
 // upgrade-node.sh against the host's root (chroot), for nodes without an agent.
 // Bootstrap files go in a Secret owned by the Job, never in its spec. upgradeNode creates the Job once (named after the workflow, so a retry
-// finds it) and waits for it to complete or fail.
+// finds it); its completion is read by the caller (a polling activity or the
+// async-completion watch).
 import { readFileSync } from 'node:fs';
 import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Job } from '@kubernetes/client-node';
-import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { isConflict, isNotFound } from '../kube.ts';
+import { apiClient, isConflict, isNotFound } from '../kube.ts';
 import {
   MACHINE_UPDATE_FAILURES,
   MANAGED_BY,
   MANAGED_BY_LABEL,
   nodeLabel,
   seconds,
-  type WaitCheckpoint,
+  type NodeUpgradeExecution,
 } from '../machine-update-common.ts';
 import type { NodeUpgradeInput } from '../machine-update-types.ts';
 import { ensureFilesSecret, filesSecretName, type BootstrapFile } from './bootstrap-files.ts';
@@ -120,19 +120,17 @@ export function upgradeJob(p: UpgradeJobParams): V1Job {
   };
 }
 
-/** Creates the node's upgrade Job unless it exists and waits for it to complete or fail. */
-export async function jobUpgrade(
+/** The node's upgrade Job: created once (named after the workflow, so a retry finds it), then read. */
+export function jobExecution(
   kc: KubeConfig,
   namespace: string,
-  pollMs: number,
   config: JobExecutorConfig,
   input: NodeUpgradeInput,
-  startedAtMs: number,
-): Promise<{ message: string }> {
-  const ctx = Context.current();
-  const batch = kc.makeApiClient(BatchV1Api);
+): NodeUpgradeExecution {
+  const batch = apiClient(kc, BatchV1Api);
   const name = input.requestName;
   const where = `node upgrade Job ${namespace}/${name}`;
+  const files = (input.files ?? []) as BootstrapFile[];
   const read = async (): Promise<V1Job | undefined> => {
     try {
       return await batch.readNamespacedJob({ name, namespace });
@@ -142,7 +140,6 @@ export async function jobUpgrade(
     }
   };
   const ensure = async (): Promise<V1Job> => {
-    const files = (input.files ?? []) as BootstrapFile[];
     const existing = await read();
     if (existing) {
       // A retry after a crash between the Job and its Secret: the pod waits for the Secret.
@@ -154,7 +151,7 @@ export async function jobUpgrade(
       namespace,
       nodeName: input.nodeName,
       version: input.version,
-      mode: await upgradeMode(kc.makeApiClient(CoreV1Api), input),
+      mode: await upgradeMode(apiClient(kc, CoreV1Api), input),
       image: config.image ?? DEFAULT_JOB_IMAGE,
       script: config.script ?? DEFAULT_JOB_SCRIPT,
       backoffLimit: config.backoffLimit ?? 2,
@@ -173,30 +170,34 @@ export async function jobUpgrade(
     return job;
   };
 
-  let job = await ensure();
-  for (;;) {
-    const conditions = job.status?.conditions ?? [];
-    const complete = conditions.find((c) => c.type === 'Complete' && c.status === 'True');
-    if (complete) return { message: `${where} completed on node ${input.nodeName}` };
-    const failed = conditions.find((c) => c.type === 'Failed' && c.status === 'True');
-    if (failed) {
-      throw ApplicationFailure.nonRetryable(
-        `${where} failed: ${failed.reason ?? 'Failed'}${failed.message ? `: ${failed.message}` : ''}`,
-        MACHINE_UPDATE_FAILURES.nodeUpgradeJobFailed,
-      );
-    }
-    const s = job.status;
-    const observed = `active ${s?.active ?? 0}, succeeded ${s?.succeeded ?? 0}, failed ${s?.failed ?? 0}`;
-    ctx.heartbeat({ startedAtMs, observed } satisfies WaitCheckpoint);
-    if (Date.now() - startedAtMs > input.timeoutMs + JOB_DEADLINE_SLACK_MS) {
-      throw ApplicationFailure.nonRetryable(
-        `${where} not finished within ${seconds(input.timeoutMs)} (${observed})`,
-        MACHINE_UPDATE_FAILURES.nodeUpgradeTimeout,
-      );
-    }
-    await ctx.sleep(pollMs);
-    job = (await read()) ?? (await ensure());
-  }
+  return {
+    async ensure() {
+      await ensure();
+    },
+    async check(startedAtMs) {
+      // Deleted by someone meanwhile: create it again.
+      const job = (await read()) ?? (await ensure());
+      const conditions = job.status?.conditions ?? [];
+      if (conditions.some((c) => c.type === 'Complete' && c.status === 'True'))
+        return { done: true, message: `${where} completed on node ${input.nodeName}` };
+      const failed = conditions.find((c) => c.type === 'Failed' && c.status === 'True');
+      if (failed) {
+        throw ApplicationFailure.nonRetryable(
+          `${where} failed: ${failed.reason ?? 'Failed'}${failed.message ? `: ${failed.message}` : ''}`,
+          MACHINE_UPDATE_FAILURES.nodeUpgradeJobFailed,
+        );
+      }
+      const s = job.status;
+      const observed = `active ${s?.active ?? 0}, succeeded ${s?.succeeded ?? 0}, failed ${s?.failed ?? 0}`;
+      if (Date.now() - startedAtMs > input.timeoutMs + JOB_DEADLINE_SLACK_MS) {
+        throw ApplicationFailure.nonRetryable(
+          `${where} not finished within ${seconds(input.timeoutMs)} (${observed})`,
+          MACHINE_UPDATE_FAILURES.nodeUpgradeTimeout,
+        );
+      }
+      return { done: false, observed };
+    },
+  };
 }
 
 /**
@@ -220,7 +221,7 @@ async function upgradeMode(core: CoreV1Api, input: NodeUpgradeInput): Promise<'a
 /** Deletes the upgrade Job `name` and its pods (abort, cleanup); gone already is fine. */
 export async function deleteUpgradeJob(kc: KubeConfig, namespace: string, name: string): Promise<void> {
   try {
-    await kc.makeApiClient(BatchV1Api).deleteNamespacedJob({ name, namespace, propagationPolicy: 'Background' });
+    await apiClient(kc, BatchV1Api).deleteNamespacedJob({ name, namespace, propagationPolicy: 'Background' });
   } catch (err) {
     if (!isNotFound(err)) throw err;
   }

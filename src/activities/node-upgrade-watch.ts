@@ -1,0 +1,138 @@
+// Waits on node upgrades without holding worker slots. upgradeNode creates the
+// executor's Job or NodeUpgradeRequest, hands the check to this watch and
+// completes asynchronously; one timer per worker process then reads every
+// pending upgrade, heartbeats for it through the Temporal client and completes
+// or fails it. A waiting upgrade costs one read per poll, not an activity slot.
+//
+// What can go wrong, and why it is safe:
+// - the worker dies: the heartbeats stop, the attempt times out on its
+//   heartbeat timeout and is retried; the retry finds the Job or request by
+//   name and is watched again, with the first attempt's start time (kept in
+//   the heartbeat details).
+// - the workflow cancels (abort): the next heartbeat says so and the upgrade
+//   is reported cancelled; the workflow itself deletes the executor's object.
+// - the activity ended otherwise (timed out server-side): its heartbeat is
+//   refused and the upgrade is dropped here.
+import { ActivityCancelledError, ActivityNotFoundError, type AsyncCompletionClient } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { NodeUpgradeVerdict, WaitCheckpoint } from './machine-update-common.ts';
+
+export interface WatchedUpgrade {
+  taskToken: Uint8Array;
+  startedAtMs: number;
+  check(startedAtMs: number): Promise<NodeUpgradeVerdict>;
+}
+
+export interface NodeUpgradeWatchOptions {
+  /** How often each pending upgrade is read; default 2 s. */
+  pollMs?: number;
+  /** At most this many reads at once per poll (spreads the load on the API servers); default 16. */
+  concurrency?: number;
+}
+
+interface Entry extends WatchedUpgrade {
+  observed: string;
+  /** A read in flight: the next poll skips this entry. */
+  busy: boolean;
+}
+
+export class NodeUpgradeWatch {
+  private readonly entries = new Map<string, Entry>();
+  private readonly pollMs: number;
+  private readonly concurrency: number;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly client: AsyncCompletionClient;
+
+  constructor(client: AsyncCompletionClient, options: NodeUpgradeWatchOptions = {}) {
+    this.client = client;
+    this.pollMs = options.pollMs ?? 2_000;
+    this.concurrency = options.concurrency ?? 16;
+  }
+
+  /** Upgrades waited on now. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Starts watching (replacing a previous attempt of the same activity); checks at once. */
+  watch(upgrade: WatchedUpgrade): void {
+    const key = Buffer.from(upgrade.taskToken).toString('base64');
+    const entry: Entry = { ...upgrade, observed: 'created', busy: false };
+    this.entries.set(key, entry);
+    if (!this.timer) {
+      this.timer = setInterval(() => void this.poll(), this.pollMs);
+      // Never what keeps the process alive: on exit the heartbeat timeout hands the upgrade to a retry.
+      this.timer.unref();
+    }
+    // Check at once, and heartbeat the start time so a retried attempt keeps it.
+    void this.visit(key, entry);
+  }
+
+  /** Stops the timer; pending upgrades time out on their heartbeats and are retried by another worker. */
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    this.entries.clear();
+  }
+
+  private async poll(): Promise<void> {
+    const pending = [...this.entries].filter(([, e]) => !e.busy);
+    for (let i = 0; i < pending.length; i += this.concurrency) {
+      await Promise.all(pending.slice(i, i + this.concurrency).map(([key, e]) => this.visit(key, e)));
+    }
+    if (this.entries.size === 0 && this.timer) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  private async visit(key: string, entry: Entry): Promise<void> {
+    if (entry.busy) return;
+    entry.busy = true;
+    try {
+      let verdict: NodeUpgradeVerdict | undefined;
+      try {
+        verdict = await entry.check(entry.startedAtMs);
+      } catch (err) {
+        if (err instanceof ApplicationFailure && err.nonRetryable) {
+          await this.finish(key, () => this.client.fail(entry.taskToken, err));
+          return;
+        }
+        // The API server could not be read (unreachable, 5xx): try again next poll. The
+        // activity's own timeouts bound how long.
+        entry.observed = `last read failed: ${err instanceof Error ? err.message : String(err)}`.slice(0, 200);
+      }
+      if (verdict?.done) {
+        await this.finish(key, () => this.client.complete(entry.taskToken, { message: verdict.message }));
+        return;
+      }
+      if (verdict) entry.observed = verdict.observed;
+      try {
+        await this.client.heartbeat(entry.taskToken, {
+          startedAtMs: entry.startedAtMs,
+          observed: entry.observed,
+        } satisfies WaitCheckpoint);
+      } catch (err) {
+        if (err instanceof ActivityCancelledError) {
+          await this.finish(key, () => this.client.reportCancellation(entry.taskToken));
+        } else if (err instanceof ActivityNotFoundError) {
+          this.entries.delete(key);
+        }
+        // Anything else (Temporal unreachable): keep going; the heartbeat timeout decides.
+      }
+    } finally {
+      entry.busy = false;
+    }
+  }
+
+  /** Reports the outcome once; an activity that already ended is fine. */
+  private async finish(key: string, report: () => Promise<void>): Promise<void> {
+    this.entries.delete(key);
+    try {
+      await report();
+    } catch {
+      // Ended already (ActivityNotFoundError), or Temporal unreachable: then the heartbeat
+      // timeout retries the attempt, which reads the same outcome.
+    }
+  }
+}

@@ -1,0 +1,151 @@
+// A fleet of in-place updates on the test bed, shared by the integration test of
+// the async node-upgrade wait and bench/machine-updates.ts: N KWOK nodes in the
+// workload cluster, N Cluster API Machines pointing at them in the management
+// cluster, the kubeconfig Secret, and a stand-in node agent that answers each
+// NodeUpgradeRequest when the caller says so (it sets the node's kubelet version,
+// then status Succeeded, as a real agent would after kubeadm and a kubelet restart).
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import type { NodeUpgradeRequest } from '../../src/activities/executors/delegate.ts';
+import {
+  NODE_UPGRADE_GROUP,
+  NODE_UPGRADE_PLURAL,
+  NODE_UPGRADE_VERSION,
+} from '../../src/activities/executors/delegate.ts';
+import type { MachineUpdateInput } from '../../src/model/machine-update.ts';
+import {
+  capiMachine,
+  createCapiObject,
+  createKubeconfigSecret,
+  createNamespace,
+  createNodes,
+  kwokNode,
+  managementApi,
+  mergePatch,
+  setKubeletVersion,
+  sleep,
+  type TestGroup,
+  workloadApi,
+} from './fixtures.ts';
+
+export const RIG_OLD_VERSION = 'v1.31.14';
+export const RIG_NEW_VERSION = 'v1.31.15';
+
+export interface MachineUpdateRig {
+  namespace: string;
+  cluster: string;
+  machines: string[];
+  nodes: string[];
+  /** The workflow input for machine `i` (delegate executor: the stand-in agent answers). */
+  input(i: number, overrides?: Partial<MachineUpdateInput>): MachineUpdateInput;
+}
+
+/** Creates nodes and machines (in batches: the test bed is small). */
+export async function createMachineUpdateRig(group: TestGroup, count: number): Promise<MachineUpdateRig> {
+  const wl = workloadApi();
+  const mg = managementApi();
+  const namespace = group.name;
+  const cluster = 'wl';
+  await Promise.all([createNamespace(wl.core, namespace), createNamespace(mg.core, namespace)]);
+  await createKubeconfigSecret(mg.core, namespace, cluster);
+  const nodes = Array.from({ length: count }, (_, i) => `${group.name}-n${i}`);
+  const machines = Array.from({ length: count }, (_, i) => `m${i}`);
+  for (let i = 0; i < count; i += 25) {
+    const batch = nodes.slice(i, i + 25);
+    await createNodes(
+      wl.core,
+      batch.map((n) => kwokNode(group, n, { kubeletVersion: RIG_OLD_VERSION })),
+    );
+    await Promise.all(
+      batch.map((n, j) =>
+        createCapiObject(mg.custom, capiMachine(machines[i + j]!, namespace, { cluster, nodeName: n })),
+      ),
+    );
+  }
+  return {
+    namespace,
+    cluster,
+    machines,
+    nodes,
+    input: (i, overrides = {}) => ({
+      machine: { namespace, name: machines[i]! },
+      clusterName: cluster,
+      version: RIG_NEW_VERSION,
+      specHash: 'rig',
+      executor: 'delegate',
+      deleteEmptyDirData: false,
+      forceDrainUnmanagedPods: false,
+      drainTimeoutMs: 5 * 60_000,
+      nodeUpgradeTimeoutMs: 10 * 60_000,
+      retryBackoffMs: 60_000,
+      ...overrides,
+    }),
+  };
+}
+
+export interface StandInAgent {
+  /** Requests seen, by name, with when they were first seen. */
+  seen: Map<string, number>;
+  /** Requests answered. */
+  answered: Set<string>;
+  /** Most requests waiting for an answer at one time. */
+  maxPending: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Answers NodeUpgradeRequests in `namespace` once `answer(firstSeenMs, pending)` says so
+ * (pending: requests seen and not yet answered, this one included).
+ */
+export function startStandInAgent(
+  namespace: string,
+  answer: (firstSeenMs: number, pending: number) => boolean,
+  pollMs = 100,
+): StandInAgent {
+  const wl = workloadApi();
+  const custom = wl.kc.makeApiClient(CustomObjectsApi);
+  const ref = { group: NODE_UPGRADE_GROUP, version: NODE_UPGRADE_VERSION, plural: NODE_UPGRADE_PLURAL, namespace };
+  const agent: StandInAgent = { seen: new Map(), answered: new Set(), maxPending: 0, stop: async () => {} };
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      try {
+        const list = (await custom.listNamespacedCustomObject(ref)) as { items: NodeUpgradeRequest[] };
+        const now = Date.now();
+        for (const req of list.items) if (!agent.seen.has(req.metadata.name)) agent.seen.set(req.metadata.name, now);
+        const pending = list.items.filter((r) => !agent.answered.has(r.metadata.name));
+        agent.maxPending = Math.max(agent.maxPending, pending.length);
+        await Promise.all(
+          pending
+            .filter((r) => answer(agent.seen.get(r.metadata.name)!, pending.length))
+            .map(async (req) => {
+              const generation = req.metadata.generation ?? 1;
+              await setKubeletVersion(wl.core, req.spec.nodeName, req.spec.kubernetesVersion);
+              await custom.patchNamespacedCustomObjectStatus(
+                {
+                  ...ref,
+                  name: req.metadata.name,
+                  body: {
+                    status: {
+                      phase: 'Succeeded',
+                      message: 'upgraded by the stand-in agent',
+                      observedGeneration: generation,
+                    },
+                  },
+                },
+                mergePatch,
+              );
+              agent.answered.add(req.metadata.name);
+            }),
+        );
+      } catch {
+        // The CRD is not installed yet (the first upgradeNode installs it).
+      }
+      await sleep(pollMs);
+    }
+  })();
+  agent.stop = async () => {
+    running = false;
+    await loop;
+  };
+  return agent;
+}
