@@ -7,7 +7,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 JEST := node --experimental-vm-modules --no-warnings=ExperimentalWarning node_modules/jest/bin/jest.js
 
-.PHONY: help dev test test-unit test-workflow test-e2e test-integration test-capi lint build bundle bench clean
+.PHONY: help dev test test-unit test-workflow test-e2e test-integration test-capi lint build bundle bench bench-machine-updates clean
 
 help:
 	@echo "make dev        run Temporal dev server + worker + HTTPS hook server (Ctrl-C stops all)"
@@ -15,6 +15,7 @@ help:
 	@echo "make test-unit  the unit tier only (no services)"
 	@echo "make test-capi  the real-CAPI tier only: Cluster API's controllers drive the extension"
 	@echo "make bench      hook server latency/throughput benchmark"
+	@echo "make bench-machine-updates  200 KWOK nodes updated in place, limit 20 (BENCH_ARGS='--nodes 200 --limit 20 --delay 15')"
 
 dev:
 	@source scripts/env.sh && exec node --disable-warning=ExperimentalWarning src/local/dev.ts
@@ -39,6 +40,9 @@ build:
 
 bench:
 	@source scripts/env.sh && node --disable-warning=ExperimentalWarning bench/hooks.ts
+
+bench-machine-updates:
+	@source scripts/env.sh --testbed && node --disable-warning=ExperimentalWarning bench/machine-updates.ts $(BENCH_ARGS)
 
 clean:
 	rm -rf dist coverage .data

@@ -1,5 +1,6 @@
 // Process configuration from environment variables, parsed once at start into
 // a typed object. Every problem is reported at once, naming the variable.
+import { parseGoDuration } from './domain/durations.ts';
 import { defaultHandlerName, hookCatalog, hookNames, type FailurePolicy, type HookName } from './api/contract.ts';
 
 export type Role = 'all' | 'api' | 'worker';
@@ -89,6 +90,18 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     }
     return n;
   };
+  const duration = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const ms = parseGoDuration(raw);
+    if (ms === undefined || ms < min || ms > max) {
+      problems.push(
+        `${name}=${JSON.stringify(raw)}: expected a duration from ${min}ms to ${max / 1000}s (e.g. 500ms, 2s)`,
+      );
+      return fallback;
+    }
+    return ms;
+  };
   const bool = (name: string, fallback: boolean): boolean => {
     const raw = env[name];
     if (raw === undefined || raw === '') return fallback;
@@ -162,8 +175,8 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       WorkerTuning,
       'nodeUpgradePollMs'
     >),
-    // At most 5 s: each read also heartbeats the waiting activity (heartbeat timeout 10 s).
-    nodeUpgradePollMs: int('NODE_UPGRADE_POLL_SECONDS', 2, 1, 5) * 1000,
+    // One GET per waiting upgrade per interval; the watch heartbeats every 3 s whatever the interval.
+    nodeUpgradePollMs: duration('NODE_UPGRADE_POLL_INTERVAL', 500, 100, 5_000),
   };
 
   const config: AppConfig = {

@@ -31,7 +31,7 @@ export function workflowSource(bundlePath?: string): Pick<WorkerOptions, 'workfl
 
 export async function createWorker(config: WorkerConfig, deps: ActivityDeps = {}): Promise<Worker> {
   const connection = await NativeConnection.connect({ address: config.address });
-  const { nodeUpgradePollMs, ...workerOptions } = config.tuning ?? { nodeUpgradePollMs: 2_000 };
+  const { nodeUpgradePollMs, ...workerOptions } = config.tuning ?? { nodeUpgradePollMs: 500 };
   // Node upgrades are waited on here, outside activity slots (completed asynchronously).
   const upgradeWatch =
     deps.upgradeWatch ??

@@ -9,12 +9,37 @@ import type { ClusterRef } from '../model/cluster-upgrade.ts';
 export const WORKLOAD_KUBECONFIG_MISSING = 'WorkloadKubeconfigMissing';
 export const WORKLOAD_KUBECONFIG_INVALID = 'WorkloadKubeconfigInvalid';
 
+type RequestContext = Parameters<KubeConfig['applySecurityAuthentication']>[0];
+type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
+
+/**
+ * A KubeConfig whose API calls share one connection pool. client-node 2.0 builds a new undici
+ * Agent for every request, so every call paid a fresh TLS handshake (on both ends) and left an
+ * agent for the GC: measured in bench/machine-updates.ts as most of the worker's CPU and memory.
+ * The first request's dispatcher is kept (its TLS options are this KubeConfig's; a rotated
+ * kubeconfig is a new KubeConfig) and later fresh ones are closed unused.
+ */
+export class PooledKubeConfig extends KubeConfig {
+  private dispatcher: Dispatcher | undefined;
+
+  override async applySecurityAuthentication(context: RequestContext): Promise<void> {
+    await super.applySecurityAuthentication(context);
+    const fresh = context.getDispatcher();
+    if (!fresh) return;
+    this.dispatcher ??= fresh;
+    if (fresh !== this.dispatcher) {
+      context.setDispatcher(this.dispatcher);
+      void fresh.close().catch(() => undefined);
+    }
+  }
+}
+
 /**
  * The management cluster's KubeConfig: from `path`, else the file named by
  * MANAGEMENT_KUBECONFIG, else the in-cluster service account.
  */
 export function managementKubeConfig(path: string | undefined = process.env.MANAGEMENT_KUBECONFIG): KubeConfig {
-  const kc = new KubeConfig();
+  const kc = new PooledKubeConfig();
   if (path) kc.loadFromFile(path);
   else kc.loadFromCluster();
   return kc;
@@ -101,7 +126,7 @@ export async function workloadKubeConfig(
   if (!value) {
     throw ApplicationFailure.nonRetryable(`${where} has no key "value"`, WORKLOAD_KUBECONFIG_MISSING);
   }
-  const kubeConfig = new KubeConfig();
+  const kubeConfig = new PooledKubeConfig();
   try {
     kubeConfig.loadFromString(Buffer.from(value, 'base64').toString('utf8'));
   } catch (err) {

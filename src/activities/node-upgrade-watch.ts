@@ -24,14 +24,18 @@ export interface WatchedUpgrade {
 }
 
 export interface NodeUpgradeWatchOptions {
-  /** How often each pending upgrade is read; default 2 s. */
+  /** How often each pending upgrade is read; default 1 s. */
   pollMs?: number;
   /** At most this many reads at once per poll (spreads the load on the API servers); default 16. */
   concurrency?: number;
 }
 
+/** Heartbeats go out this often at most, however often the upgrade is read (its heartbeat timeout is 10 s). */
+const HEARTBEAT_EVERY_MS = 3_000;
+
 interface Entry extends WatchedUpgrade {
   observed: string;
+  lastHeartbeatMs: number;
   /** A read in flight: the next poll skips this entry. */
   busy: boolean;
 }
@@ -45,7 +49,7 @@ export class NodeUpgradeWatch {
 
   constructor(client: AsyncCompletionClient, options: NodeUpgradeWatchOptions = {}) {
     this.client = client;
-    this.pollMs = options.pollMs ?? 2_000;
+    this.pollMs = options.pollMs ?? 1_000;
     this.concurrency = options.concurrency ?? 16;
   }
 
@@ -57,7 +61,7 @@ export class NodeUpgradeWatch {
   /** Starts watching (replacing a previous attempt of the same activity); checks at once. */
   watch(upgrade: WatchedUpgrade): void {
     const key = Buffer.from(upgrade.taskToken).toString('base64');
-    const entry: Entry = { ...upgrade, observed: 'created', busy: false };
+    const entry: Entry = { ...upgrade, observed: 'created', lastHeartbeatMs: 0, busy: false };
     this.entries.set(key, entry);
     if (!this.timer) {
       this.timer = setInterval(() => void this.poll(), this.pollMs);
@@ -107,6 +111,8 @@ export class NodeUpgradeWatch {
         return;
       }
       if (verdict) entry.observed = verdict.observed;
+      if (Date.now() - entry.lastHeartbeatMs < HEARTBEAT_EVERY_MS) return;
+      entry.lastHeartbeatMs = Date.now();
       try {
         await this.client.heartbeat(entry.taskToken, {
           startedAtMs: entry.startedAtMs,

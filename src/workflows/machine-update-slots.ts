@@ -85,12 +85,20 @@ export async function machineUpdateSlotsWorkflow(input: MachineUpdateSlotsInput)
 
   for (;;) {
     changed = false;
-    for (const run of regrant.splice(0)) if (!(await tell(run))) drop(run);
     // A long queue of runs that are gone can take many turns here: watch the history inside too.
-    while (holders.length < limit && waiting.length > 0 && !historyLong()) {
-      const next = waiting.shift()!;
-      holders.push(next);
-      if (!(await tell(next))) drop(next);
+    while (!historyLong()) {
+      const told = regrant.splice(0);
+      while (holders.length < limit && waiting.length > 0) {
+        const next = waiting.shift()!;
+        holders.push(next);
+        told.push(next);
+      }
+      if (told.length === 0) break;
+      // All in one workflow task: each slot handed over costs one round trip, not one each.
+      const reached = await Promise.all(told.map(tell));
+      told.forEach((run, i) => {
+        if (!reached[i]) drop(run);
+      });
     }
 
     if (historyLong()) {

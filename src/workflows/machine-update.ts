@@ -23,6 +23,7 @@ import {
   ParentClosePolicy,
   patched,
   proxyActivities,
+  proxyLocalActivities,
   setHandler,
   sleep,
   startChild,
@@ -54,9 +55,12 @@ import { MachineUpdateState } from './machine-update/state.ts';
 import { NodeName } from './search-attributes.ts';
 
 export const MACHINE_UPDATE_V2 = 'machine-update-v2';
+/** The quick Kubernetes calls as local activities: no server round trip per call (runs started before stay remote). */
+export const MACHINE_UPDATE_LOCAL_QUICK = 'machine-update-local-quick';
 
 const retry = { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 };
-const quick = proxyActivities<MachineUpdateActivities>({ startToCloseTimeout: '1 minute', retry });
+const remoteQuick = proxyActivities<MachineUpdateActivities>({ startToCloseTimeout: '1 minute', retry });
+const localQuick = proxyLocalActivities<MachineUpdateActivities>({ startToCloseTimeout: '1 minute', retry });
 
 /** Backoff before a failed update may start over: base, 2×, 4× … at most 30× the base (1 minute by default). */
 export function retryBackoffMs(attempt: number, baseMs = 60_000): number {
@@ -69,6 +73,8 @@ class Aborted extends Error {}
 
 export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<MachineUpdateStatus> {
   if (!patched(MACHINE_UPDATE_V2)) return await machineUpdateWorkflowV1(input);
+  // Preflight, cordon, uncordon, node conditions, cleanup: single API calls, cheapest run in the worker.
+  const quick = patched(MACHINE_UPDATE_LOCAL_QUICK) ? localQuick : remoteQuick;
   const state = new MachineUpdateState(input);
   const { status } = state;
   let abortReason: string | undefined;

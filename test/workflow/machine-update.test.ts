@@ -219,7 +219,7 @@ describe('machine update workflow through UpdateMachine', () => {
       uncordon: 1,
     });
     const status = (await client.workflow.getHandle(idFor(body)).result()) as MachineUpdateStatus;
-    await recordHistoryIfAsked(client, idFor(body), 'v2-machine-update');
+    await recordHistoryIfAsked(client, idFor(body), 'v3-machine-update-local-quick');
     expect(status.steps.map((s) => [s.type, s.status])).toEqual([
       ['Cordon', 'True'],
       ['Drain', 'True'],
@@ -303,7 +303,7 @@ describe('machine update workflow through UpdateMachine', () => {
     const names = (activities.seen.upgradeNode as { requestName: string }[]).map((i) => i.requestName);
     expect(new Set(names).size).toBe(2);
     await client.workflow.getHandle(idFor(body)).result();
-    await recordHistoryIfAsked(client, idFor(body), 'v2-machine-update-failed-and-retried');
+    await recordHistoryIfAsked(client, idFor(body), 'v3-machine-update-failed-and-retried');
   });
 
   it('after a failure before the executor gives the node back, and starts over at once on the retry signal', async () => {
@@ -353,7 +353,7 @@ describe('machine update workflow through UpdateMachine', () => {
     const result = (await client.workflow.getHandle(idFor(body)).result()) as MachineUpdateStatus;
     expect(result.phase).toBe('Aborted');
     expect(result.steps.at(-1)).toMatchObject({ type: 'UpgradeNode', status: 'False', reason: 'Aborted' });
-    await recordHistoryIfAsked(client, idFor(body), 'v2-machine-update-aborted-in-executor');
+    await recordHistoryIfAsked(client, idFor(body), 'v3-machine-update-aborted-in-executor');
   });
 
   it('starts a new run when the last one was terminated, instead of answering its Failure forever', async () => {
@@ -543,7 +543,7 @@ describe('machine update workflow through UpdateMachine', () => {
     await client.workflow.getHandle(idOf(a)).terminate('on-call cleanup');
     expect(await pollUntilDone(b)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     await client.workflow.getHandle(idOf(b)).result();
-    await recordHistoryIfAsked(client, idOf(b), 'v2-machine-update-queued');
+    await recordHistoryIfAsked(client, idOf(b), 'v3-machine-update-queued');
   }, 60_000);
 
   it('keeps the slots workflow history short by continuing as new, carrying its state', async () => {

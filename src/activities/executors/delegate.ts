@@ -190,10 +190,20 @@ export function delegateExecution(kc: KubeConfig, namespace: string, input: Node
       return (await custom.createNamespacedCustomObject({ ...ref, body })) as NodeUpgradeRequest;
     } catch (err) {
       if (isConflict(err)) return await ensure(); // created meanwhile (a racing attempt)
-      if (isNotFound(err) && (await ensureCrd(kc))) {
+      if (!isNotFound(err)) throw err;
+      // The CRD is missing, or was just installed by a concurrent update and not yet served here.
+      await ensureCrd(kc);
+      try {
         return (await custom.createNamespacedCustomObject({ ...ref, body })) as NodeUpgradeRequest;
+      } catch (again) {
+        if (isConflict(again)) return await ensure();
+        if (isNotFound(again))
+          throw ApplicationFailure.retryable(
+            `${NODE_UPGRADE_KIND} is not served yet in the workload cluster`,
+            'CrdNotServed',
+          );
+        throw again;
       }
-      throw err;
     }
   };
 

@@ -1,0 +1,240 @@
+// In-place update benchmark (not a test): N KWOK nodes updated through the real
+// machine update workflow and activities, at most L at once, by an executor
+// that takes a fixed delay d.
+//
+//   make bench-machine-updates [BENCH_ARGS='--nodes 200 --limit 20 --delay 15']
+//
+// It starts everything it uses and stops it after: a test bed of its own
+// (scripts/testbed.sh: management + KWOK workload API servers), a Temporal dev
+// server on a free port, and the worker in a child process as production runs
+// it (createWorker: real activities, node upgrades waited on outside activity
+// slots, the defaults, the prebuilt workflow bundle). The `delegate` executor stands for "an
+// executor that completes after d": a stand-in agent answers each
+// NodeUpgradeRequest d after it first sees it, setting the node's kubelet
+// version first as a real agent would.
+//
+// It prints the total time against the floor ceil(N/L) × (d + drain), where
+// drain is the median Drain step, the per-update overhead (active time − d)
+// and each step's p50/p99, the most updates ever past the queue at once, and
+// the worker's peak RSS.
+import { execFile, fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs, promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import type { MachineUpdateStatus } from '../src/model/machine-update.ts';
+
+const execFileAsync = promisify(execFile);
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TASK_QUEUE = 'bench-machine-updates';
+
+type WorkerMessage =
+  | { type: 'ready' }
+  | { type: 'usage'; maxRSS: number; memory: NodeJS.MemoryUsage }
+  | { type: 'failed'; message: string };
+
+// ---------------------------------------------------------------- worker side
+
+async function runWorker(): Promise<void> {
+  const send = (m: WorkerMessage) => process.send?.(m);
+  try {
+    const { createWorker } = await import('../src/worker.ts');
+    const { managementKubeConfig } = await import('../src/activities/kube.ts');
+    const { parseConfig } = await import('../src/config.ts');
+    const config = parseConfig(process.env);
+    const worker = await createWorker(
+      {
+        ...config.temporal,
+        taskQueue: TASK_QUEUE,
+        tuning: config.worker,
+        ...(config.workflowBundlePath ? { workflowBundlePath: config.workflowBundlePath } : {}),
+      },
+      { management: managementKubeConfig(process.env.MANAGEMENT_KUBECONFIG) },
+    );
+    process.on('message', (m: { type: string }) => {
+      if (m.type === 'usage')
+        send({ type: 'usage', maxRSS: process.resourceUsage().maxRSS, memory: process.memoryUsage() });
+      if (m.type === 'stop') worker.shutdown();
+    });
+    send({ type: 'ready' });
+    await worker.run();
+    process.exit(0);
+  } catch (err) {
+    send({ type: 'failed', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+    process.exit(1);
+  }
+}
+
+// ---------------------------------------------------------------- driver side
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+const sortNum = (xs: number[]) => [...xs].sort((a, b) => a - b);
+const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+
+function waitForMessage<T extends WorkerMessage['type']>(
+  child: ChildProcess,
+  type: T,
+): Promise<Extract<WorkerMessage, { type: T }>> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (m: WorkerMessage) => {
+      if (m.type === type) {
+        child.off('message', onMessage);
+        resolve(m as Extract<WorkerMessage, { type: T }>);
+      } else if (m.type === 'failed') reject(new Error(`worker failed: ${m.message}`));
+    };
+    child.on('message', onMessage);
+    child.once('exit', (code) => reject(new Error(`worker exited with ${code}`)));
+  });
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      nodes: { type: 'string', default: '200' },
+      limit: { type: 'string', default: '20' },
+      delay: { type: 'string', default: '15' },
+      keep: { type: 'boolean', default: false },
+    },
+  });
+  const nodes = Number(values.nodes);
+  const limit = Number(values.limit);
+  const delayMs = Number(values.delay) * 1000;
+  const dir = mkdtempSync(join(tmpdir(), 'capi-uo-bench-mu-'));
+  const testbedDir = join(dir, 'testbed');
+  const cleanups: (() => Promise<unknown>)[] = [];
+  const cleanUp = async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+    if (!values.keep) rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    console.log(
+      `machine update benchmark: ${nodes} nodes, maxConcurrentMachineUpdates ${limit}, executor delay ${s(delayMs)}`,
+    );
+    const t0 = Date.now();
+    cleanups.push(() => execFileAsync(join(ROOT, 'scripts/testbed.sh'), ['down', testbedDir]));
+    await execFileAsync(join(ROOT, 'scripts/testbed.sh'), ['up', testbedDir], { maxBuffer: 16 << 20 });
+    process.env.TESTBED_STATE = join(testbedDir, 'testbed.json');
+    const { startDevServer } = await import('../src/local/temporal-dev-server.ts');
+    const temporal = await startDevServer({
+      executable: process.env.TEMPORAL_CLI ?? 'temporal',
+      dbFilename: join(dir, 'temporal.db'),
+      logFile: join(dir, 'temporal.log'),
+      port: 0,
+    });
+    cleanups.push(() => temporal.stop());
+    // The worker runs a prebuilt bundle, as the production image does (no webpack in the worker).
+    const bundle = join(dir, 'workflow-bundle.js');
+    await execFileAsync(
+      process.execPath,
+      ['--disable-warning=ExperimentalWarning', join(ROOT, 'scripts/bundle-workflows.ts'), bundle],
+      { cwd: ROOT },
+    );
+    console.log(`test bed, Temporal and workflow bundle ready in ${s(Date.now() - t0)}`);
+
+    const fixtures = await import('../test/support/fixtures.ts');
+    const rigModule = await import('../test/support/machine-update-rig.ts');
+    const group = fixtures.testGroup('bench');
+    const t1 = Date.now();
+    const rig = await rigModule.createMachineUpdateRig(group, nodes);
+    console.log(`${nodes} KWOK nodes and Machines created in ${s(Date.now() - t1)}`);
+
+    const worker = fork(fileURLToPath(import.meta.url), ['--worker'], {
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: temporal.address,
+        TEMPORAL_NAMESPACE: temporal.namespace,
+        MANAGEMENT_KUBECONFIG: fixtures.testbed().managementKubeconfig,
+        WORKFLOW_BUNDLE_PATH: bundle,
+      },
+      execArgv: [
+        '--disable-warning=ExperimentalWarning',
+        ...(process.env.BENCH_WORKER_NODE_FLAGS ?? '').split(' ').filter(Boolean),
+      ],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    cleanups.push(async () => {
+      worker.send({ type: 'stop' });
+      await new Promise((r) => setTimeout(r, 2_000));
+      worker.kill('SIGKILL');
+    });
+    await waitForMessage(worker, 'ready');
+
+    // The executor: every request answered `delay` after it was first seen (NodeUpgradeRequests go to kube-system).
+    const agent = rigModule.startStandInAgent('kube-system', (firstSeen) => Date.now() - firstSeen >= delayMs, 100);
+    cleanups.push(() => agent.stop());
+
+    const connection = await Connection.connect({ address: temporal.address });
+    cleanups.push(() => connection.close());
+    const client = new Client({ connection, namespace: temporal.namespace });
+    const started = Date.now();
+    const handles = await Promise.all(
+      rig.machines.map((_, i) =>
+        client.workflow.start('machineUpdateWorkflow', {
+          taskQueue: TASK_QUEUE,
+          workflowId: `bench/${group.name}/${i}`,
+          args: [rig.input(i, { maxConcurrentMachineUpdates: limit })],
+        }),
+      ),
+    );
+    const results = (await Promise.all(handles.map((h) => h.result()))) as MachineUpdateStatus[];
+    const totalMs = Date.now() - started;
+    worker.send({ type: 'usage' });
+    const { maxRSS, memory } = await waitForMessage(worker, 'usage');
+
+    const failed = results.filter((r) => r.phase !== 'Succeeded');
+    const stepMs = (r: MachineUpdateStatus, type: string) => {
+      const step = r.steps.find((x) => x.type === type);
+      return step?.completeTime ? Date.parse(step.completeTime) - Date.parse(step.startTime ?? step.completeTime) : NaN;
+    };
+    // Active: from leaving the queue (Preflight) to the end of the last step.
+    const windows = results.map((r) => {
+      const from = Date.parse(r.steps.find((x) => x.type === 'Preflight')?.startTime ?? '');
+      const to = Date.parse(r.steps.at(-1)?.completeTime ?? '');
+      return { from, to };
+    });
+    let maxActive = 0;
+    for (const w of windows)
+      maxActive = Math.max(maxActive, windows.filter((o) => o.from <= w.from && w.from < o.to).length);
+    const drain = sortNum(results.map((r) => stepMs(r, 'Drain')));
+    const drainP50 = percentile(drain, 50);
+    const floorMs = Math.ceil(nodes / limit) * (delayMs + drainP50);
+    const overhead = sortNum(windows.map((w) => w.to - w.from - delayMs));
+
+    console.log('');
+    console.log(`updates                 ${results.length - failed.length} succeeded, ${failed.length} not`);
+    console.log(`total                   ${s(totalMs)}`);
+    console.log(`floor ceil(N/L)×(d+drain) ${s(floorMs)}  (drain p50 ${s(drainP50)})`);
+    console.log(`ratio                   ${(totalMs / floorMs).toFixed(3)}×  (target ≤ 1.15×)`);
+    console.log(`most past the queue     ${maxActive}  (limit ${limit})`);
+    console.log(
+      `overhead per update     p50 ${s(percentile(overhead, 50))}  p99 ${s(percentile(overhead, 99))}  (active time − d)`,
+    );
+    for (const type of ['Queued', 'Preflight', 'Cordon', 'Drain', 'UpgradeNode', 'WaitForNode', 'Uncordon']) {
+      const xs = sortNum(results.map((r) => stepMs(r, type)).filter((x) => !Number.isNaN(x)));
+      console.log(`  ${type.padEnd(12)} p50 ${s(percentile(xs, 50))}  p99 ${s(percentile(xs, 99))}`);
+    }
+    const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
+    console.log(`worker peak RSS         ${(maxRSS / 1024).toFixed(0)} MiB  (target ≤ 300 MiB)`);
+    console.log(
+      `  at the end: rss ${mib(memory.rss)}, V8 heap ${mib(memory.heapUsed)} used of ${mib(memory.heapTotal)}, external ${mib(memory.external)}`,
+    );
+    if (failed.length > 0) {
+      console.log(`first failure: ${failed[0]!.message}`);
+      process.exitCode = 1;
+    }
+  } finally {
+    await cleanUp();
+  }
+}
+
+if (process.argv.includes('--worker')) void runWorker();
+else
+  main().catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
