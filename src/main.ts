@@ -6,6 +6,9 @@ import { BackgroundRecorder } from './api/background-recorder.ts';
 import { createClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
 import { HookRegistry } from './api/registry.ts';
 import { createInPlaceHandlers } from './api/machine-updates.ts';
+import { createNodeAgentCheck, type NodeAgentCheck } from './api/node-agents.ts';
+import { managementKubeConfig } from './activities/kube.ts';
+import { DEFAULT_WORKLOAD_NAMESPACE } from './activities/machine-update.ts';
 import { upgradePlanHandlers } from './api/routes/upgrade-plan.ts';
 import { startHookServer, type HookServer } from './api/server.ts';
 import { ConfigError, parseConfig, type AppConfig } from './config.ts';
@@ -40,6 +43,7 @@ export async function run(config: AppConfig): Promise<Running> {
     },
   });
   if (config.role === 'api' || config.role === 'all') {
+    const nodeAgents = nodeAgentCheck();
     hookServer = await startHookServer({
       server: config.server,
       logLevel: config.logLevel,
@@ -47,7 +51,11 @@ export async function run(config: AppConfig): Promise<Running> {
         registry: new HookRegistry(config.handlers),
         lifecycle: createClusterUpgradeHandlers({ client, taskQueue: config.temporal.taskQueue, recorder }),
         upgradePlan: upgradePlanHandlers,
-        inPlace: createInPlaceHandlers({ client, taskQueue: config.temporal.taskQueue }),
+        inPlace: createInPlaceHandlers({
+          client,
+          taskQueue: config.temporal.taskQueue,
+          ...(nodeAgents ? { nodeAgents } : {}),
+        }),
       },
     });
   }
@@ -75,6 +83,18 @@ export async function run(config: AppConfig): Promise<Running> {
       await connection.close();
     },
   };
+}
+
+/** The delegate executor's node agent check, when this process can reach the management cluster. */
+function nodeAgentCheck(): NodeAgentCheck | undefined {
+  try {
+    return createNodeAgentCheck({ management: managementKubeConfig(), namespace: DEFAULT_WORKLOAD_NAMESPACE });
+  } catch (err) {
+    console.error(
+      `no management cluster access (${String(err)}): CanUpdate* will not claim in-place updates for nodeUpgradeExecutor=delegate`,
+    );
+    return undefined;
+  }
 }
 
 export function stopOnSignals(stop: () => Promise<void>): void {

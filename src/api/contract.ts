@@ -55,6 +55,10 @@ export const MachineSchema = Type.Object(
     kind: Type.Optional(Type.String()),
     metadata: ObjectMeta,
     spec: MachineSpec,
+    /** The node, once the Machine has one: the delegate executor's agent check looks for it. */
+    status: Type.Optional(
+      Type.Object({ nodeRef: Type.Optional(Type.Object({ name: Type.Optional(Type.String()) }, open)) }, open),
+    ),
   },
   open,
 );

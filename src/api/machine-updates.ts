@@ -32,14 +32,17 @@ import {
 import { withinDeadline } from './temporal-calls.ts';
 import { HookFailure } from './errors.ts';
 import type { HookImplementation } from './hook-route.ts';
+import type { NodeAgentCheck } from './node-agents.ts';
 import type { InPlaceHandlers } from './routes/in-place.ts';
 
 const RETRY_AFTER_SECONDS = 10;
 
+const NOT_IN_PLACE = 'not in place (rolled out instead)';
+
 function declinedMessage(declined: readonly Declined[]): { message?: string } {
   if (declined.length === 0) return {};
   return {
-    message: `not in place (rolled out instead): ${declined.map((d) => `${d.object} ${d.path}: ${d.reason}`).join('; ')}`,
+    message: `${NOT_IN_PLACE}: ${declined.map((d) => `${d.object} ${d.path}: ${d.reason}`).join('; ')}`,
   };
 }
 
@@ -49,24 +52,75 @@ function inPlacePolicyFor(settings: Readonly<Record<string, string>>) {
   if (!policy.ok) throw new HookFailure(policy.message);
   const updates = resolveMachineUpdatePolicy(settings);
   if (!updates.ok) throw new HookFailure(updates.message);
-  return allowedForExecutor(policy.policy, updates.policy.executor);
+  return { policy: allowedForExecutor(policy.policy, updates.policy.executor), executor: updates.policy.executor };
 }
 
-export const canUpdateMachine: HookImplementation<'CanUpdateMachine'> = async (request, ctx) => {
-  const { patches, declined } = computeMachinePatches(request.current, request.desired, inPlacePolicyFor(ctx.settings));
-  return { status: 'Success', ...patches, ...declinedMessage(declined) };
-};
+/**
+ * CanUpdateMachine / CanUpdateMachineSet: pure patches for what the executor applies in place.
+ * Under `delegate` nothing is claimed unless a node agent is alive to apply it (`nodeAgents`;
+ * without one the api cannot tell, and says so): a request nobody serves would stall the rollout.
+ */
+export function createCanUpdateHandlers(
+  nodeAgents: NodeAgentCheck | undefined,
+): Pick<InPlaceHandlers, 'CanUpdateMachine' | 'CanUpdateMachineSet'> {
+  const agentMissing = async (
+    executor: 'job' | 'delegate',
+    cluster: { namespace: string; name: string | undefined },
+    nodeName: string | undefined,
+  ): Promise<string | undefined> => {
+    if (executor !== 'delegate') return undefined;
+    if (!nodeAgents)
+      return 'nodeUpgradeExecutor=delegate, and this api has no management cluster access to check for node agents (MANAGEMENT_KUBECONFIG)';
+    if (!cluster.name) return 'nodeUpgradeExecutor=delegate, and the request names no cluster to check for node agents';
+    return await nodeAgents.missing({ namespace: cluster.namespace, name: cluster.name }, nodeName);
+  };
+  return {
+    CanUpdateMachine: async (request, ctx) => {
+      const { policy, executor } = inPlacePolicyFor(ctx.settings);
+      const { patches, declined } = computeMachinePatches(request.current, request.desired, policy);
+      if (Object.keys(patches).length > 0) {
+        const machine = request.current.machine;
+        const missing = await agentMissing(
+          executor,
+          {
+            namespace: machine.metadata.namespace,
+            name: machine.spec.clusterName ?? machine.metadata.labels?.['cluster.x-k8s.io/cluster-name'],
+          },
+          machine.status?.nodeRef?.name,
+        );
+        if (missing) return { status: 'Success', message: `${NOT_IN_PLACE}: ${missing}` };
+      }
+      return { status: 'Success', ...patches, ...declinedMessage(declined) };
+    },
+    CanUpdateMachineSet: async (request, ctx) => {
+      const { policy, executor } = inPlacePolicyFor(ctx.settings);
+      const { patches, declined } = computeMachineSetPatches(request.current, request.desired, policy);
+      if (Object.keys(patches).length > 0) {
+        const set = request.current.machineSet;
+        const missing = await agentMissing(
+          executor,
+          {
+            namespace: set.metadata.namespace,
+            name:
+              (set.spec as { clusterName?: string }).clusterName ??
+              set.spec.template.spec.clusterName ??
+              set.metadata.labels?.['cluster.x-k8s.io/cluster-name'],
+          },
+          undefined,
+        );
+        if (missing) return { status: 'Success', message: `${NOT_IN_PLACE}: ${missing}` };
+      }
+      return { status: 'Success', ...patches, ...declinedMessage(declined) };
+    },
+  };
+}
 
-export const canUpdateMachineSet: HookImplementation<'CanUpdateMachineSet'> = async (request, ctx) => {
-  const { patches, declined } = computeMachineSetPatches(
-    request.current,
-    request.desired,
-    inPlacePolicyFor(ctx.settings),
-  );
-  return { status: 'Success', ...patches, ...declinedMessage(declined) };
-};
-
-export function createInPlaceHandlers(opts: { client: Client; taskQueue: string }): InPlaceHandlers {
+export function createInPlaceHandlers(opts: {
+  client: Client;
+  taskQueue: string;
+  /** Node agent Leases in workload clusters (delegate executor); unset = cannot check, so not in place. */
+  nodeAgents?: NodeAgentCheck;
+}): InPlaceHandlers {
   const { client, taskQueue } = opts;
   const answer = async (
     workflowId: string,
@@ -207,5 +261,5 @@ export function createInPlaceHandlers(opts: { client: Client; taskQueue: string 
     });
   };
 
-  return { CanUpdateMachine: canUpdateMachine, CanUpdateMachineSet: canUpdateMachineSet, UpdateMachine: updateMachine };
+  return { ...createCanUpdateHandlers(opts.nodeAgents), UpdateMachine: updateMachine };
 }

@@ -9,7 +9,8 @@ import { HookRegistry } from '../../src/api/registry.ts';
 import { startHookServer, type HookServer } from '../../src/api/server.ts';
 import { nonBlockingLifecycleHandlers, type LifecycleHandlers } from '../../src/api/routes/lifecycle.ts';
 import { noInPlaceHandlers, type InPlaceHandlers } from '../../src/api/routes/in-place.ts';
-import { canUpdateMachine, canUpdateMachineSet } from '../../src/api/machine-updates.ts';
+import { createCanUpdateHandlers } from '../../src/api/machine-updates.ts';
+import type { NodeAgentCheck } from '../../src/api/node-agents.ts';
 import { upgradePlanHandlers, type UpgradePlanHandlers } from '../../src/api/routes/upgrade-plan.ts';
 import { testPki } from './pki.ts';
 
@@ -32,7 +33,11 @@ export interface TestHookServerOptions {
   lifecycle?: Partial<LifecycleHandlers>;
   upgradePlan?: Partial<UpgradePlanHandlers>;
   inPlace?: Partial<InPlaceHandlers>;
+  /** The delegate executor's agent check; default: an agent serves every node (the integration tier tests the real one). */
+  nodeAgents?: NodeAgentCheck;
 }
+
+const everyNodeHasAnAgent: NodeAgentCheck = { missing: async () => undefined };
 
 export async function startTestHookServer(options: TestHookServerOptions = {}): Promise<TestHookServer> {
   const dir = mkdtempSync(join(tmpdir(), 'capi-uo-hooks-'));
@@ -68,8 +73,7 @@ export async function startTestHookServer(options: TestHookServerOptions = {}): 
       upgradePlan: { ...upgradePlanHandlers, ...options.upgradePlan },
       inPlace: {
         ...noInPlaceHandlers,
-        CanUpdateMachine: canUpdateMachine,
-        CanUpdateMachineSet: canUpdateMachineSet,
+        ...createCanUpdateHandlers(options.nodeAgents ?? everyNodeHasAnAgent),
         ...options.inPlace,
       },
     },
