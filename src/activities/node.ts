@@ -25,6 +25,7 @@ import {
   type WorkloadKubeConfig,
 } from './machine-update-common.ts';
 import type { MachineUpdateActivities, PreflightResult } from './machine-update-types.ts';
+import { unavailableBudgetExceeded } from './unavailable-budget.ts';
 import { kubeletMatches } from './upgrade.ts';
 
 /** Node annotation recording that this extension cordoned the node (set in the same patch as the cordon). */
@@ -94,7 +95,7 @@ export function createNodeActivities(
           MACHINE_UPDATE_FAILURES.machineHasNoNode,
         );
       }
-      const core = (await workload({ namespace: machine.namespace, name: clusterName })).makeApiClient(CoreV1Api);
+      const core = apiClient(await workload({ namespace: machine.namespace, name: clusterName }), CoreV1Api);
       const node = await readNodeOrFail(core, nodeName, `of ${who}`);
       if (node.metadata?.deletionTimestamp) {
         throw ApplicationFailure.nonRetryable(
@@ -109,12 +110,16 @@ export function createNodeActivities(
           MACHINE_UPDATE_FAILURES.nodeNotReady,
         );
       }
+      const blocked = await unavailableBudgetExceeded(custom, core, machine.namespace, clusterName, obj);
+      if (blocked) {
+        throw ApplicationFailure.retryable(`${who} waits: ${blocked}`, MACHINE_UPDATE_FAILURES.maxUnavailableReached);
+      }
       const pdbForceDrainTimeoutMs = await clusterPdbForceDrainTimeout(custom, machine.namespace, clusterName);
       return { nodeName, clusterName, ...(pdbForceDrainTimeoutMs !== undefined ? { pdbForceDrainTimeoutMs } : {}) };
     },
 
     async cordon({ cluster, nodeName }): Promise<{ wasUnschedulable: boolean }> {
-      const core = (await workload(cluster)).makeApiClient(CoreV1Api);
+      const core = apiClient(await workload(cluster), CoreV1Api);
       return await retryOnConflict(async () => {
         const node = await readNodeOrFail(core, nodeName);
         const ours = node.metadata?.annotations?.[CORDONED_BY_ANNOTATION] === CORDONED_BY_US;
@@ -138,7 +143,7 @@ export function createNodeActivities(
     },
 
     async uncordon({ cluster, nodeName }): Promise<void> {
-      const core = (await workload(cluster)).makeApiClient(CoreV1Api);
+      const core = apiClient(await workload(cluster), CoreV1Api);
       await retryOnConflict(async () => {
         let node: V1Node;
         try {
@@ -168,7 +173,7 @@ export function createNodeActivities(
     async waitForNodeVersion({ cluster, nodeName, version, timeoutMs }): Promise<void> {
       const ctx = Context.current();
       const startedAtMs = waitCheckpoint(ctx.info.heartbeatDetails)?.startedAtMs ?? Date.now();
-      const core = (await workload(cluster)).makeApiClient(CoreV1Api);
+      const core = apiClient(await workload(cluster), CoreV1Api);
       for (;;) {
         let observed: string;
         try {
@@ -201,7 +206,7 @@ export function createNodeActivities(
     },
 
     async markNodeFailed({ cluster, nodeName, reason }): Promise<void> {
-      const core = (await workload(cluster)).makeApiClient(CoreV1Api);
+      const core = apiClient(await workload(cluster), CoreV1Api);
       try {
         await core.patchNode(
           {
@@ -220,6 +225,7 @@ export function createNodeActivities(
 }
 
 interface MachineObject {
+  metadata?: { name?: string; labels?: Record<string, string>; deletionTimestamp?: string };
   spec?: { clusterName?: string };
   status?: { nodeRef?: { name?: string } };
 }

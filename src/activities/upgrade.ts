@@ -59,8 +59,7 @@ export function createUpgradeActivities(deps: UpgradeActivityDeps): UpgradeActiv
           capi.listMachines(input.cluster),
           core.listNode().then((l) => l.items),
           input.scope === 'pre'
-            ? kc
-                .makeApiClient(PolicyV1Api)
+            ? apiClient(kc, PolicyV1Api)
                 .listPodDisruptionBudgetForAllNamespaces()
                 .then((l) => l.items)
             : Promise.resolve([]),

@@ -234,6 +234,7 @@ export function createInPlaceHandlers(opts: {
         drainTimeoutMs: policy.drainTimeoutMs,
         nodeUpgradeTimeoutMs: policy.nodeUpgradeTimeoutMs,
         retryBackoffMs: policy.retryBackoffMs,
+        preflightTimeoutMs: policy.preflightTimeoutMs,
         // Held by the cluster's slots workflow: a hard limit across api replicas (a count here would race).
         maxConcurrentMachineUpdates: policy.maxConcurrentMachineUpdates,
         ...(policy.pdbForceDrainTimeoutMs !== undefined

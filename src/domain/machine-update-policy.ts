@@ -13,6 +13,8 @@ export interface MachineUpdatePolicy {
   maxConcurrentMachineUpdates: number;
   /** First wait before a failed update may start over; doubles per failure, at most 30×. */
   retryBackoffMs: number;
+  /** How long the preflight waits for a Ready node and room under maxUnavailable before failing. */
+  preflightTimeoutMs: number;
 }
 
 export const machineUpdateSettings = {
@@ -24,6 +26,7 @@ export const machineUpdateSettings = {
   forceDrainUnmanagedPods: 'forceDrainUnmanagedPods',
   maxConcurrentMachineUpdates: 'maxConcurrentMachineUpdates',
   retryBackoff: 'machineUpdateRetryBackoff',
+  preflightTimeout: 'preflightTimeout',
 } as const;
 
 export type MachineUpdatePolicyResult = { ok: true; policy: MachineUpdatePolicy } | { ok: false; message: string };
@@ -67,6 +70,7 @@ export function resolveMachineUpdatePolicy(settings: Readonly<Record<string, str
     forceDrainUnmanagedPods: bool(machineUpdateSettings.forceDrainUnmanagedPods),
     maxConcurrentMachineUpdates: Number.isInteger(limit) && limit >= 0 ? limit : 0,
     retryBackoffMs: duration(machineUpdateSettings.retryBackoff, 60_000) ?? 60_000,
+    preflightTimeoutMs: duration(machineUpdateSettings.preflightTimeout, 15 * 60_000) ?? 15 * 60_000,
     ...(pdb !== undefined ? { pdbForceDrainTimeoutMs: pdb } : {}),
   };
   return problems.length ? { ok: false, message: problems.join('; ') } : { ok: true, policy };

@@ -26,6 +26,8 @@ export interface MachineUpdateInput {
   nodeUpgradeTimeoutMs: number;
   /** First wait before a failed update may start over (v2; default 1 minute). */
   retryBackoffMs?: number;
+  /** How long the preflight waits for a Ready node and room under maxUnavailable (unset: the activity's own retries). */
+  preflightTimeoutMs?: number;
   /** Machines of the cluster updating at once, held by the cluster's slots workflow; 0 or unset = no limit. */
   maxConcurrentMachineUpdates?: number;
 }

@@ -51,16 +51,25 @@ import {
 } from '../model/machine-update.ts';
 import { machineUpdateWorkflowV1 } from './legacy/machine-update-v1.ts';
 import { machineUpdateSlotsWorkflow } from './machine-update-slots.ts';
+import { formatDuration } from '../domain/durations.ts';
 import { MachineUpdateState } from './machine-update/state.ts';
 import { NodeName } from './search-attributes.ts';
 
 export const MACHINE_UPDATE_V2 = 'machine-update-v2';
 /** The quick Kubernetes calls as local activities: no server round trip per call (runs started before stay remote). */
 export const MACHINE_UPDATE_LOCAL_QUICK = 'machine-update-local-quick';
+/** The preflight waits here, bounded by preflightTimeout, for a Ready node and room under maxUnavailable. */
+export const MACHINE_UPDATE_PREFLIGHT_WAIT = 'machine-update-preflight-wait';
+/** Preflight failures that mean "not yet": waited out, then reported with what was last seen. */
+const PREFLIGHT_WAITS = ['NodeNotReady', 'MaxUnavailableReached', 'MachineHasNoNode'];
 
 const retry = { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 };
 const remoteQuick = proxyActivities<MachineUpdateActivities>({ startToCloseTimeout: '1 minute', retry });
 const localQuick = proxyLocalActivities<MachineUpdateActivities>({ startToCloseTimeout: '1 minute', retry });
+const localPreflight = proxyLocalActivities<MachineUpdateActivities>({
+  startToCloseTimeout: '1 minute',
+  retry: { ...retry, nonRetryableErrorTypes: PREFLIGHT_WAITS },
+});
 
 /** Backoff before a failed update may start over: base, 2×, 4× … at most 30× the base (1 minute by default). */
 export function retryBackoffMs(attempt: number, baseMs = 60_000): number {
@@ -75,6 +84,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   if (!patched(MACHINE_UPDATE_V2)) return await machineUpdateWorkflowV1(input);
   // Preflight, cordon, uncordon, node conditions, cleanup: single API calls, cheapest run in the worker.
   const quick = patched(MACHINE_UPDATE_LOCAL_QUICK) ? localQuick : remoteQuick;
+  const preflightWaits = input.preflightTimeoutMs !== undefined && patched(MACHINE_UPDATE_PREFLIGHT_WAIT);
   const state = new MachineUpdateState(input);
   const { status } = state;
   let abortReason: string | undefined;
@@ -205,9 +215,34 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     });
   };
 
+  /** Preflight, waiting out "not yet" (node NotReady, maxUnavailable reached) up to `timeoutMs`. */
+  const preflightWithin = async (timeoutMs: number) => {
+    const deadline = Date.now() + timeoutMs;
+    // About 100 rounds whatever the timeout (1–30 s apart): the history stays short.
+    const pause = Math.min(30_000, Math.max(1_000, Math.ceil(timeoutMs / 100)));
+    for (;;) {
+      try {
+        return await step(() => localPreflight.preflight({ machine: input.machine }));
+      } catch (err) {
+        const type = failureType(err);
+        if (type === undefined || !PREFLIGHT_WAITS.includes(type)) throw err;
+        if (Date.now() >= deadline) {
+          throw ApplicationFailure.nonRetryable(
+            `${failureReason(err)} (waited ${formatDuration(timeoutMs)}, preflightTimeout)`,
+            type,
+          );
+        }
+        state.note(`preflight checks: waiting: ${failureReason(err)}`);
+        await step(() => sleep(pause));
+      }
+    }
+  };
+
   const attemptUpdate = async () => {
     await acquireSlot();
-    const pre = await step(() => quick.preflight({ machine: input.machine }));
+    const pre = preflightWaits
+      ? await preflightWithin(input.preflightTimeoutMs!)
+      : await step(() => quick.preflight({ machine: input.machine }));
     status.nodeName = pre.nodeName;
     cluster = { namespace: input.machine.namespace, name: pre.clusterName };
     upsertSearchAttributes([{ key: NodeName, value: pre.nodeName }]);

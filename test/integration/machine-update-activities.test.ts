@@ -28,6 +28,7 @@ import type { DrainOptions, DrainResult, NodeUpgradeInput } from '../../src/acti
 import {
   capiCluster,
   capiMachine,
+  capiMachineDeployment,
   cordon,
   createCapiObject,
   createKubeconfigSecret,
@@ -249,6 +250,47 @@ describe('preflight', () => {
     } finally {
       await setNodeReady(wl, p, true);
     }
+  });
+});
+
+describe('preflight keeps to maxUnavailable', () => {
+  it('waits while the MachineDeployment has as many machines out as its maxUnavailable allows, counting cordoned and NotReady nodes', async () => {
+    const mdNodes = ['md0', 'md1', 'md2', 'md3'].map(node);
+    const md = capiMachineDeployment('md-budget', g, { cluster: cluster.name, replicas: 4 });
+    // v1beta2: spec.rollout.strategy.rollingUpdate; 50 % of 4 = 2 (a pruned field would leave 1).
+    (md.spec as Record<string, unknown>).rollout = {
+      strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: '50%', maxSurge: 0 } },
+    };
+    await createNodes(
+      wl.core,
+      mdNodes.map((n) => kwokNode(group, n)),
+    );
+    await createCapiObject(mg.custom, md);
+    await Promise.all(
+      mdNodes.map((n, i) =>
+        createCapiObject(
+          mg.custom,
+          capiMachine(`md-budget-${i}`, g, { cluster: cluster.name, nodeName: n, machineDeployment: 'md-budget' }),
+        ),
+      ),
+    );
+    const preflight = () => activities.preflight({ machine: { namespace: g, name: 'md-budget-0' } });
+    // One other out (cordoned): this one makes two, which 50 % of 4 allows.
+    await cordon(wl.core, mdNodes[1]!);
+    expect(await preflight()).toMatchObject({ nodeName: mdNodes[0] });
+    // A second one out (NotReady): no room left.
+    await setNodeReady(wl, mdNodes[2]!, false);
+    try {
+      await expect(preflight()).rejects.toMatchObject({
+        nonRetryable: false,
+        type: 'MaxUnavailableReached',
+        message: `Machine ${g}/md-budget-0 waits: MachineDeployment ${g}/md-budget has 2 machine(s) unavailable (md-budget-1, md-budget-2); maxUnavailable allows 2`,
+      });
+    } finally {
+      await setNodeReady(wl, mdNodes[2]!, true);
+    }
+    await cordon(wl.core, mdNodes[1]!, false);
+    expect(await preflight()).toMatchObject({ nodeName: mdNodes[0] });
   });
 });
 

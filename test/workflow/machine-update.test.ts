@@ -576,6 +576,56 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
   }, 90_000);
 
+  it('waits for a NotReady node within preflightTimeout, saying so, then goes on', async () => {
+    const activities = stubs();
+    let notReady = 2;
+    activities.preflight = async () => {
+      activities.calls.preflight = (activities.calls.preflight ?? 0) + 1;
+      if (notReady-- > 0)
+        throw ApplicationFailure.retryable(
+          'node worker-0 of Machine fleet-a/x is not Ready (Ready=False: KubeletNotReady)',
+          'NodeNotReady',
+        );
+      return { nodeName: 'worker-0', clusterName: 'prod-1' };
+    };
+    await startWorker(activities);
+    const body = updateMachineRequest('v1.33.1', name, [], { preflightTimeout: '30s' });
+    await call(body);
+    const waiting = await waitFor(
+      () => call(body),
+      (a) => /waiting/.test(a.message ?? ''),
+    );
+    expect(waiting).toMatchObject({
+      status: 'Success',
+      message: `updating machine fleet-a/${name} to v1.33.1: preflight checks: waiting: node worker-0 of Machine fleet-a/x is not Ready (Ready=False: KubeletNotReady)`,
+      retryAfterSeconds: 10,
+    });
+    expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect(activities.calls.preflight).toBe(3);
+    await client.workflow.getHandle(idFor(body)).result();
+    await recordHistoryIfAsked(client, idFor(body), 'v3-machine-update-preflight-wait');
+  });
+
+  it('fails naming the node when it stays NotReady past preflightTimeout, without touching it', async () => {
+    const activities = stubs();
+    activities.preflight = async () => {
+      throw ApplicationFailure.retryable(
+        'node worker-0 of Machine fleet-a/x is not Ready (Ready=Unknown: NodeStatusUnknown)',
+        'NodeNotReady',
+      );
+    };
+    await startWorker(activities);
+    const body = updateMachineRequest('v1.33.1', name, [], { preflightTimeout: '3s' });
+    expect(await pollUntilDone(body)).toMatchObject({
+      status: 'Failure',
+      message: expect.stringContaining(
+        `failed at Preflight: node worker-0 of Machine fleet-a/x is not Ready (Ready=Unknown: NodeStatusUnknown) (waited 3s, preflightTimeout)`,
+      ),
+    });
+    expect(activities.calls.cordon).toBeUndefined();
+    expect(activities.calls.setNodeUpdateFailed).toBeUndefined();
+  });
+
   it('finishes after the worker is replaced mid-drain', async () => {
     await startWorker(stubs({ drainBlocks: () => true }));
     const body = updateMachineRequest('v1.33.1', name);

@@ -82,6 +82,12 @@ export class MachineUpdateState {
     this.publish();
   }
 
+  /** A new message within the current step (e.g. what it waits for). */
+  note(detail: string): void {
+    this.status.message = machineUpdateMessage(this.input.machine, this.input.version, detail);
+    this.publish();
+  }
+
   private closeStep(status: 'True' | 'False', reason: string, message: string): void {
     const current = this.status.steps.at(-1);
     if (!current || current.status !== 'Unknown') return;
