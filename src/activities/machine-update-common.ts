@@ -5,7 +5,7 @@
 // entry point, machine-update.ts, which composes them).
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { MachineRef } from './machine-update-types.ts';
-import { NODE_AGENT_MISSING } from '../model/machine-update.ts';
+import { MACHINE_DELETED, NODE_AGENT_MISSING } from '../model/machine-update.ts';
 
 /** Types of the ApplicationFailures raised by the machine update activities. */
 export const MACHINE_UPDATE_FAILURES = {
@@ -22,11 +22,16 @@ export const MACHINE_UPDATE_FAILURES = {
   nodeAgentFailed: 'NodeAgentFailed',
   /** No agent took the NodeUpgradeRequest: the node was not touched. */
   nodeAgentMissing: NODE_AGENT_MISSING,
+  /** The Machine is gone or being deleted (scale-down, remediation): the update stops as aborted. */
+  machineDeleted: MACHINE_DELETED,
   nodeUpgradeJobFailed: 'NodeUpgradeJobFailed',
   nodeUpgradeTimeout: 'NodeUpgradeTimeout',
   nodeVersionTimeout: 'NodeVersionTimeout',
   invalidInput: 'InvalidNodeUpgrade',
 } as const;
+
+/** Throws a non-retryable {@link MACHINE_UPDATE_FAILURES.machineDeleted} when the Machine is gone or being deleted. */
+export type MachineDeletionCheck = (machine: MachineRef) => Promise<void>;
 
 /** A workload cluster's KubeConfig, by the Cluster API Cluster it belongs to. */
 export type WorkloadKubeConfig = (cluster: MachineRef) => Promise<KubeConfig>;

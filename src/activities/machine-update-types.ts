@@ -67,7 +67,13 @@ export interface MachineUpdateActivities {
   preflight(input: { machine: MachineRef }): Promise<PreflightResult>;
   cordon(input: { cluster: MachineRef; nodeName: string }): Promise<{ wasUnschedulable: boolean }>;
   uncordon(input: { cluster: MachineRef; nodeName: string }): Promise<void>;
-  drain(input: { cluster: MachineRef; nodeName: string; options: DrainOptions }): Promise<DrainResult>;
+  /** `machine`: checked each round; a Machine being deleted stops the drain (MachineDeleted). */
+  drain(input: {
+    cluster: MachineRef;
+    nodeName: string;
+    options: DrainOptions;
+    machine?: MachineRef;
+  }): Promise<DrainResult>;
   upgradeNode(input: NodeUpgradeInput): Promise<{ message: string }>;
   waitForNodeVersion(input: {
     cluster: MachineRef;

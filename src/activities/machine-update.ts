@@ -24,7 +24,7 @@ import {
 } from './machine-update-common.ts';
 import type { NodeUpgradeWatch } from './node-upgrade-watch.ts';
 import type { MachineRef, MachineUpdateActivities, NodeUpgradeInput } from './machine-update-types.ts';
-import { createNodeActivities } from './node.ts';
+import { createNodeActivities, machineDeletionCheck } from './node.ts';
 
 export {
   DRAIN_BACKOFF_MAX_MS,
@@ -83,7 +83,8 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
   const pollMs = deps.pollIntervalMs ?? 2_000;
   const workload = async (cluster: MachineRef) => await workloadKubeConfig(deps.management, cluster);
   const node = createNodeActivities(deps.management, workload, pollMs);
-  const { drain } = createDrainActivities(workload);
+  const machineDeleting = machineDeletionCheck(deps.management);
+  const { drain } = createDrainActivities(workload, machineDeleting);
 
   return {
     preflight: node.preflight,
@@ -118,12 +119,17 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
           );
       }
       await execution.ensure();
+      // Each read also checks the Machine: one being deleted ends the wait (its update is aborted).
+      const check = async (since: number) => {
+        await machineDeleting(input.machine);
+        return await execution.check(since);
+      };
       if (deps.upgradeWatch) {
-        deps.upgradeWatch.watch({ taskToken: ctx.info.taskToken, startedAtMs, check: execution.check });
+        deps.upgradeWatch.watch({ taskToken: ctx.info.taskToken, startedAtMs, check });
         throw new CompleteAsyncError();
       }
       for (;;) {
-        const verdict = await execution.check(startedAtMs);
+        const verdict = await check(startedAtMs);
         if (verdict.done) return { message: verdict.message };
         ctx.heartbeat({ startedAtMs, observed: verdict.observed } satisfies WaitCheckpoint);
         await ctx.sleep(pollMs);

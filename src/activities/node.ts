@@ -21,6 +21,7 @@ import {
   seconds,
   truncate,
   waitCheckpoint,
+  type MachineDeletionCheck,
   type WaitCheckpoint,
   type WorkloadKubeConfig,
 } from './machine-update-common.ts';
@@ -228,6 +229,36 @@ interface MachineObject {
   metadata?: { name?: string; labels?: Record<string, string>; deletionTimestamp?: string };
   spec?: { clusterName?: string };
   status?: { nodeRef?: { name?: string } };
+}
+
+/** A Machine gone or being deleted, read at most every few seconds per Machine (the drain asks each round). */
+export function machineDeletionCheck(management: KubeConfig, maxAgeMs = 5_000): MachineDeletionCheck {
+  const custom = apiClient(management, CustomObjectsApi);
+  const seen = new Map<string, { atMs: number; deleting?: string }>();
+  return async (machine) => {
+    const key = `${machine.namespace}/${machine.name}`;
+    let entry = seen.get(key);
+    if (!entry || Date.now() - entry.atMs >= maxAgeMs) {
+      let deleting: string | undefined;
+      try {
+        const obj = (await custom.getNamespacedCustomObject({
+          group: CAPI_GROUP,
+          version: CAPI_VERSION,
+          plural: 'machines',
+          namespace: machine.namespace,
+          name: machine.name,
+        })) as MachineObject;
+        if (obj.metadata?.deletionTimestamp) deleting = `Machine ${key} is being deleted`;
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+        deleting = `Machine ${key} was deleted`;
+      }
+      entry = { atMs: Date.now(), ...(deleting ? { deleting } : {}) };
+      seen.set(key, entry);
+      if (seen.size > 10_000) seen.clear();
+    }
+    if (entry.deleting) throw ApplicationFailure.nonRetryable(entry.deleting, MACHINE_UPDATE_FAILURES.machineDeleted);
+  };
 }
 
 export async function readNodeOrFail(core: CoreV1Api, name: string, of = ''): Promise<V1Node> {

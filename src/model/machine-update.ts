@@ -65,6 +65,9 @@ export function machineUpdateMessage(
   return `updating machine ${machine.namespace}/${machine.name} to ${version}: ${detail}`;
 }
 
+/** Failure type raised when the Machine is being deleted: the workflow ends the update as aborted. */
+export const MACHINE_DELETED = 'MachineDeleted';
+
 /** Failure type of an update no node agent took: the node was not touched (activities raise it, the workflow reads it). */
 export const NODE_AGENT_MISSING = 'NodeAgentMissing';
 

@@ -3,7 +3,8 @@
 // UpdateMachine, which then reads the memo on every poll.
 //
 // What CAPI sees on a bad day (every path ends with the node given back or marked):
-// - abort (signal, BeforeClusterDelete, a newer desired spec) at any step: the
+// - abort (signal, BeforeClusterDelete, a newer desired spec, the Machine being
+//   deleted, seen by the drain and the upgrade wait) at any step: the
 //   step is cancelled at once, the executor's Job / NodeUpgradeRequest deleted,
 //   the node uncordoned if we cordoned it; UpdateMachine answers Failure naming
 //   the abort and the run ends.
@@ -42,6 +43,7 @@ import {
   slotGrantedSignal,
 } from './messages.ts';
 import {
+  MACHINE_DELETED,
   NODE_AGENT_MISSING,
   machineUpdateQueuedDetail,
   machineUpdateSlotsWorkflowId,
@@ -269,7 +271,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         ...(forceDrain ? { forceNow: true } : {}),
       };
       try {
-        await step(() => drainActivities.drain({ cluster, nodeName: pre.nodeName, options }));
+        await step(() => drainActivities.drain({ cluster, nodeName: pre.nodeName, options, machine: input.machine }));
         break;
       } catch (err) {
         // Cancelled by skipDrain/forceDrain: go round; an abort was turned into Aborted by step().
@@ -349,6 +351,14 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         return status;
       }
       const reason = failureReason(err);
+      // The Machine is going away (scale-down, remediation): Cluster API drains and deletes the node
+      // itself. Stop as an abort: delete what we created, give the node back, never flag it.
+      if (failureType(err) === MACHINE_DELETED) {
+        abortReason ??= reason;
+        await cleanUp(true);
+        state.aborted(abortReason);
+        return status;
+      }
       // Before the executor ran (or when no agent ever took the request) the node is as it
       // was: give it back. After, its state is unknown: keep it cordoned and say so on the
       // Node, where remediation looks.

@@ -196,6 +196,8 @@ beforeAll(async () => {
       capiMachine('m-new', g, { cluster: cluster.name }),
       capiMachine('m-ghost', g, { cluster: cluster.name, nodeName: node('ghost') }),
       capiMachine('m-doomed', g, { cluster: cluster.name, nodeName: q }),
+      // The Machines upgradeNode is called for (it stops when its Machine is being deleted).
+      ...[u, uf, j].map((n) => capiMachine(`m-${n}`, g, { cluster: cluster.name, nodeName: n })),
     ].map((m) => createCapiObject(mg.custom, m)),
   ]);
 });
@@ -843,6 +845,34 @@ describe('upgradeNode (delegate) and waitForNodeVersion', () => {
       message: 'node agent reported Failed: kubeadm upgrade node: exit status 1',
     });
     expect((await wl.core.readNode({ name: uf })).status?.nodeInfo?.kubeletVersion).toBe(OLD);
+  });
+});
+
+describe('upgradeNode while its Machine is deleted', () => {
+  it('stops within seconds with MachineDeleted, so the workflow ends the update as aborted', async () => {
+    const held = capiMachine(`m-${e}`, g, { cluster: cluster.name, nodeName: e });
+    held.metadata = { ...held.metadata, finalizers: ['capi-uo.test/hold'] } as typeof held.metadata;
+    await createCapiObject(mg.custom, held);
+    const ref = { group: 'cluster.x-k8s.io', version: 'v1beta2', plural: 'machines', namespace: g, name: `m-${e}` };
+    try {
+      // No agent answers: without the deletion it would wait for the whole timeout.
+      const pending = upgrade({ nodeName: e, requestName: `${e}-del`, timeoutMs: 120_000 }).catch((x: unknown) => x);
+      await sleep(1_000);
+      const deletedAt = Date.now();
+      await mg.custom.deleteNamespacedCustomObject(ref);
+      const err = await pending;
+      expect(err).toMatchObject({
+        nonRetryable: true,
+        type: 'MachineDeleted',
+        message: `Machine ${g}/m-${e} is being deleted`,
+      });
+      // The check is cached for 5 s and the wait polls every 250 ms here.
+      expect(Date.now() - deletedAt).toBeLessThan(10_000);
+    } finally {
+      await mg.custom
+        .patchNamespacedCustomObject({ ...ref, body: { metadata: { finalizers: null } } }, mergePatch)
+        .catch(() => undefined);
+    }
   });
 });
 

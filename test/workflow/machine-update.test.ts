@@ -626,6 +626,25 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(activities.calls.setNodeUpdateFailed).toBeUndefined();
   });
 
+  it('ends as aborted when its Machine is being deleted mid-drain: gives the node back, flags nothing', async () => {
+    const activities = stubs();
+    activities.drain = async (input) => {
+      (activities.seen.drain ??= []).push(input);
+      throw ApplicationFailure.nonRetryable(`Machine fleet-a/${name} is being deleted`, 'MachineDeleted');
+    };
+    await startWorker(activities);
+    const body = updateMachineRequest('v1.33.1', name);
+    expect(await pollUntilDone(body)).toMatchObject({
+      status: 'Failure',
+      message: `update of machine fleet-a/${name} to v1.33.1 aborted: Machine fleet-a/${name} is being deleted`,
+    });
+    expect(activities.seen.drain?.[0]).toMatchObject({ machine: { namespace: 'fleet-a', name } });
+    expect(activities.calls.uncordon).toBe(1);
+    expect(activities.calls.setNodeUpdateFailed).toBeUndefined();
+    const result = (await client.workflow.getHandle(idFor(body)).result()) as MachineUpdateStatus;
+    expect(result.phase).toBe('Aborted');
+  });
+
   it('finishes after the worker is replaced mid-drain', async () => {
     await startWorker(stubs({ drainBlocks: () => true }));
     const body = updateMachineRequest('v1.33.1', name);

@@ -7,7 +7,13 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { summarizeDrain, type PdbBlock } from '../../domain/drain.ts';
-import { isRecord, MACHINE_UPDATE_FAILURES, seconds, type WorkloadKubeConfig } from '../machine-update-common.ts';
+import {
+  isRecord,
+  MACHINE_UPDATE_FAILURES,
+  seconds,
+  type MachineDeletionCheck,
+  type WorkloadKubeConfig,
+} from '../machine-update-common.ts';
 import type { DrainProgress, DrainResult, MachineUpdateActivities } from '../machine-update-types.ts';
 import { NodeDrainer, type DrainRound } from './node-drainer.ts';
 
@@ -27,9 +33,12 @@ export interface DrainCheckpoint extends DrainProgress {
   counts: DrainResult;
 }
 
-export function createDrainActivities(workload: WorkloadKubeConfig): Pick<MachineUpdateActivities, 'drain'> {
+export function createDrainActivities(
+  workload: WorkloadKubeConfig,
+  machineDeleting: MachineDeletionCheck,
+): Pick<MachineUpdateActivities, 'drain'> {
   return {
-    async drain({ cluster, nodeName, options }): Promise<DrainResult> {
+    async drain({ cluster, nodeName, options, machine }): Promise<DrainResult> {
       const ctx = Context.current();
       const previous = drainCheckpoint(ctx.info.heartbeatDetails);
       const startedAtMs = options.startedAtMs ?? previous?.startedAtMs ?? Date.now();
@@ -42,6 +51,8 @@ export function createDrainActivities(workload: WorkloadKubeConfig): Pick<Machin
       let lastBlocked: PdbBlock[] = [];
       for (;;) {
         await throwIfCancelled(ctx);
+        // A Machine being deleted is drained by Cluster API itself: stop here.
+        if (machine) await machineDeleting(machine);
         const round = await drainer.survey();
         counts.skipped = round.verdict.skip.length;
         if (round.verdict.blockers.length > 0) {
