@@ -25,7 +25,7 @@ import {
   type WaitCheckpoint,
   type WorkloadKubeConfig,
 } from './machine-update-common.ts';
-import type { MachineUpdateActivities, PreflightResult } from './machine-update-types.ts';
+import type { MachineRef, MachineUpdateActivities, PreflightResult } from './machine-update-types.ts';
 import { unavailableBudgetExceeded } from './unavailable-budget.ts';
 import { kubeletMatches } from './upgrade.ts';
 
@@ -67,21 +67,8 @@ export function createNodeActivities(
   return {
     async preflight({ machine }): Promise<PreflightResult> {
       const who = `Machine ${machine.namespace}/${machine.name}`;
-      let obj: MachineObject;
-      try {
-        obj = (await custom.getNamespacedCustomObject({
-          group: CAPI_GROUP,
-          version: CAPI_VERSION,
-          plural: 'machines',
-          namespace: machine.namespace,
-          name: machine.name,
-        })) as MachineObject;
-      } catch (err) {
-        if (isNotFound(err)) {
-          throw ApplicationFailure.nonRetryable(`${who} not found`, MACHINE_UPDATE_FAILURES.machineNotFound);
-        }
-        throw err;
-      }
+      const obj = await readMachine(custom, machine);
+      if (!obj) throw ApplicationFailure.nonRetryable(`${who} not found`, MACHINE_UPDATE_FAILURES.machineNotFound);
       const clusterName = obj.spec?.clusterName;
       if (!clusterName) {
         throw ApplicationFailure.nonRetryable(
@@ -239,26 +226,34 @@ export function machineDeletionCheck(management: KubeConfig, maxAgeMs = 5_000): 
     const key = `${machine.namespace}/${machine.name}`;
     let entry = seen.get(key);
     if (!entry || Date.now() - entry.atMs >= maxAgeMs) {
-      let deleting: string | undefined;
-      try {
-        const obj = (await custom.getNamespacedCustomObject({
-          group: CAPI_GROUP,
-          version: CAPI_VERSION,
-          plural: 'machines',
-          namespace: machine.namespace,
-          name: machine.name,
-        })) as MachineObject;
-        if (obj.metadata?.deletionTimestamp) deleting = `Machine ${key} is being deleted`;
-      } catch (err) {
-        if (!isNotFound(err)) throw err;
-        deleting = `Machine ${key} was deleted`;
-      }
+      const obj = await readMachine(custom, machine);
+      const deleting = !obj
+        ? `Machine ${key} was deleted`
+        : obj.metadata?.deletionTimestamp
+          ? `Machine ${key} is being deleted`
+          : undefined;
       entry = { atMs: Date.now(), ...(deleting ? { deleting } : {}) };
       seen.set(key, entry);
       if (seen.size > 10_000) seen.clear();
     }
     if (entry.deleting) throw ApplicationFailure.nonRetryable(entry.deleting, MACHINE_UPDATE_FAILURES.machineDeleted);
   };
+}
+
+/** The Cluster API Machine, or undefined when it does not exist. */
+async function readMachine(custom: CustomObjectsApi, machine: MachineRef): Promise<MachineObject | undefined> {
+  try {
+    return (await custom.getNamespacedCustomObject({
+      group: CAPI_GROUP,
+      version: CAPI_VERSION,
+      plural: 'machines',
+      namespace: machine.namespace,
+      name: machine.name,
+    })) as MachineObject;
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
 }
 
 export async function readNodeOrFail(core: CoreV1Api, name: string, of = ''): Promise<V1Node> {
