@@ -69,7 +69,10 @@ export const MachineSetSchema = Type.Object(
     apiVersion: Type.Optional(Type.String()),
     kind: Type.Optional(Type.String()),
     metadata: ObjectMeta,
-    spec: Type.Object({ template: Type.Object({ spec: MachineSpec }, open) }, open),
+    spec: Type.Object(
+      { clusterName: Type.Optional(Type.String()), template: Type.Object({ spec: MachineSpec }, open) },
+      open,
+    ),
   },
   open,
 );

@@ -38,6 +38,7 @@ import type { InPlaceHandlers } from './routes/in-place.ts';
 const RETRY_AFTER_SECONDS = 10;
 
 const NOT_IN_PLACE = 'not in place (rolled out instead)';
+const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
 
 function declinedMessage(declined: readonly Declined[]): { message?: string } {
   if (declined.length === 0) return {};
@@ -74,43 +75,42 @@ export function createCanUpdateHandlers(
     if (!cluster.name) return 'nodeUpgradeExecutor=delegate, and the request names no cluster to check for node agents';
     return await nodeAgents.missing({ namespace: cluster.namespace, name: cluster.name }, nodeName);
   };
+  /** The patches, unless the executor has nobody to apply them (then a message saying why). */
+  const answer = async <P extends object>(
+    executor: 'job' | 'delegate',
+    computed: { patches: P; declined: readonly Declined[] },
+    cluster: { namespace: string; name: string | undefined },
+    nodeName: string | undefined,
+  ) => {
+    if (Object.keys(computed.patches).length > 0) {
+      const missing = await agentMissing(executor, cluster, nodeName);
+      if (missing) return { status: 'Success' as const, message: `${NOT_IN_PLACE}: ${missing}` };
+    }
+    return { status: 'Success' as const, ...computed.patches, ...declinedMessage(computed.declined) };
+  };
   return {
     CanUpdateMachine: async (request, ctx) => {
       const { policy, executor } = inPlacePolicyFor(ctx.settings);
-      const { patches, declined } = computeMachinePatches(request.current, request.desired, policy);
-      if (Object.keys(patches).length > 0) {
-        const machine = request.current.machine;
-        const missing = await agentMissing(
-          executor,
-          {
-            namespace: machine.metadata.namespace,
-            name: machine.spec.clusterName ?? machine.metadata.labels?.['cluster.x-k8s.io/cluster-name'],
-          },
-          machine.status?.nodeRef?.name,
-        );
-        if (missing) return { status: 'Success', message: `${NOT_IN_PLACE}: ${missing}` };
-      }
-      return { status: 'Success', ...patches, ...declinedMessage(declined) };
+      const { metadata, spec, status } = request.current.machine;
+      return await answer(
+        executor,
+        computeMachinePatches(request.current, request.desired, policy),
+        { namespace: metadata.namespace, name: spec.clusterName ?? metadata.labels?.[CLUSTER_NAME_LABEL] },
+        status?.nodeRef?.name,
+      );
     },
     CanUpdateMachineSet: async (request, ctx) => {
       const { policy, executor } = inPlacePolicyFor(ctx.settings);
-      const { patches, declined } = computeMachineSetPatches(request.current, request.desired, policy);
-      if (Object.keys(patches).length > 0) {
-        const set = request.current.machineSet;
-        const missing = await agentMissing(
-          executor,
-          {
-            namespace: set.metadata.namespace,
-            name:
-              (set.spec as { clusterName?: string }).clusterName ??
-              set.spec.template.spec.clusterName ??
-              set.metadata.labels?.['cluster.x-k8s.io/cluster-name'],
-          },
-          undefined,
-        );
-        if (missing) return { status: 'Success', message: `${NOT_IN_PLACE}: ${missing}` };
-      }
-      return { status: 'Success', ...patches, ...declinedMessage(declined) };
+      const { metadata, spec } = request.current.machineSet;
+      return await answer(
+        executor,
+        computeMachineSetPatches(request.current, request.desired, policy),
+        {
+          namespace: metadata.namespace,
+          name: spec.clusterName ?? spec.template.spec.clusterName ?? metadata.labels?.[CLUSTER_NAME_LABEL],
+        },
+        undefined,
+      );
     },
   };
 }
@@ -168,8 +168,7 @@ export function createInPlaceHandlers(opts: {
         `desired.machine.spec.version ${JSON.stringify(version ?? '')} is not a Kubernetes version`,
       );
     const clusterName =
-      request.desired.machine.spec.clusterName ??
-      request.desired.machine.metadata.labels?.['cluster.x-k8s.io/cluster-name'];
+      request.desired.machine.spec.clusterName ?? request.desired.machine.metadata.labels?.[CLUSTER_NAME_LABEL];
     if (!clusterName) throw new HookFailure('desired.machine.spec.clusterName is missing');
     const hash = specHash(request.desired);
     const workflowId = machineUpdateWorkflowId(machine, hash);

@@ -343,22 +343,16 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       state.succeeded();
       return status;
     } catch (err) {
-      // `temporal workflow cancel` is an abort too.
+      // `temporal workflow cancel` is an abort too; so is the Machine going away (scale-down,
+      // remediation: Cluster API drains and deletes the node itself, we must not flag it).
       if (!(err instanceof Aborted) && isCancellation(err)) abortReason ??= 'the workflow was cancelled';
-      if (err instanceof Aborted || isCancellation(err)) {
+      if (failureType(err) === MACHINE_DELETED) abortReason ??= failureReason(err);
+      if (err instanceof Aborted || isCancellation(err) || failureType(err) === MACHINE_DELETED) {
         await cleanUp(true);
         state.aborted(abortReason ?? 'aborted');
         return status;
       }
       const reason = failureReason(err);
-      // The Machine is going away (scale-down, remediation): Cluster API drains and deletes the node
-      // itself. Stop as an abort: delete what we created, give the node back, never flag it.
-      if (failureType(err) === MACHINE_DELETED) {
-        abortReason ??= reason;
-        await cleanUp(true);
-        state.aborted(abortReason);
-        return status;
-      }
       // Before the executor ran (or when no agent ever took the request) the node is as it
       // was: give it back. After, its state is unknown: keep it cordoned and say so on the
       // Node, where remediation looks.
