@@ -18,8 +18,8 @@
 // and each step's p50/p99, the most updates ever past the queue at once, and
 // the worker's peak RSS.
 import { execFile, fork, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
@@ -68,6 +68,30 @@ async function runWorker(): Promise<void> {
 }
 
 // ---------------------------------------------------------------- driver side
+
+/** CPU seconds used so far by every process on this machine, by command name (Linux /proc; empty elsewhere). */
+function cpuByCommand(): Map<string, number> {
+  const out = new Map<string, number>();
+  let pids: string[] = [];
+  try {
+    pids = readdirSync('/proc').filter((p) => /^\d+$/.test(p));
+  } catch {
+    return out;
+  }
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // utime and stime are fields 14 and 15 of stat (11 and 12 after the command), in clock ticks (100/s).
+      const ticks = Number(fields[11]) + Number(fields[12]);
+      out.set(comm, (out.get(comm) ?? 0) + ticks / 100);
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  return out;
+}
 
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -171,6 +195,7 @@ async function main(): Promise<void> {
     const connection = await Connection.connect({ address: temporal.address });
     cleanups.push(() => connection.close());
     const client = new Client({ connection, namespace: temporal.namespace });
+    const cpuBefore = cpuByCommand();
     const started = Date.now();
     const handles = await Promise.all(
       rig.machines.map((_, i) =>
@@ -183,6 +208,7 @@ async function main(): Promise<void> {
     );
     const results = (await Promise.all(handles.map((h) => h.result()))) as MachineUpdateStatus[];
     const totalMs = Date.now() - started;
+    const cpuAfter = cpuByCommand();
     worker.send({ type: 'usage' });
     const { maxRSS, memory } = await waitForMessage(worker, 'usage');
 
@@ -204,6 +230,11 @@ async function main(): Promise<void> {
     const drainP50 = percentile(drain, 50);
     const floorMs = Math.ceil(nodes / limit) * (delayMs + drainP50);
     const overhead = sortNum(windows.map((w) => w.to - w.from - delayMs));
+    // Hand-over: first come, first served, so the k-th run past the queue took the
+    // slot of the (k − L)-th to finish; the gap is the cost of passing the slot on.
+    const froms = sortNum(windows.map((w) => w.from));
+    const tos = sortNum(windows.map((w) => w.to));
+    const handover = sortNum(froms.slice(limit).map((f, k) => f - tos[k]!));
 
     console.log('');
     console.log(`updates                 ${results.length - failed.length} succeeded, ${failed.length} not`);
@@ -214,6 +245,12 @@ async function main(): Promise<void> {
     console.log(
       `overhead per update     p50 ${s(percentile(overhead, 50))}  p99 ${s(percentile(overhead, 99))}  (active time − d)`,
     );
+    console.log(
+      `first past the queue    +${s(froms[0]! - started)}; last step done +${s(tos.at(-1)! - started)} (of ${s(totalMs)})`,
+    );
+    console.log(
+      `slot hand-over           p50 ${s(percentile(handover, 50))}  p99 ${s(percentile(handover, 99))}  (end of one run → start of the next)`,
+    );
     for (const type of ['Queued', 'Preflight', 'Cordon', 'Drain', 'UpgradeNode', 'WaitForNode', 'Uncordon']) {
       const xs = sortNum(results.map((r) => stepMs(r, type)).filter((x) => !Number.isNaN(x)));
       console.log(`  ${type.padEnd(12)} p50 ${s(percentile(xs, 50))}  p99 ${s(percentile(xs, 99))}`);
@@ -222,6 +259,20 @@ async function main(): Promise<void> {
     console.log(`worker peak RSS         ${(maxRSS / 1024).toFixed(0)} MiB  (target ≤ 300 MiB)`);
     console.log(
       `  at the end: rss ${mib(memory.rss)}, V8 heap ${mib(memory.heapUsed)} used of ${mib(memory.heapTotal)}, external ${mib(memory.external)}`,
+    );
+    // Saturation: a busy machine stretches every step; this says who was busy.
+    const cpu = [...cpuAfter]
+      .map(([comm, sec]) => ({ comm, sec: sec - (cpuBefore.get(comm) ?? 0) }))
+      .filter((x) => x.sec > 0.5)
+      .sort((a, b) => b.sec - a.sec);
+    const cpuTotal = cpu.reduce((sum, x) => sum + x.sec, 0);
+    const capacity = (totalMs / 1000) * availableParallelism();
+    console.log(
+      `CPU during the run      ${cpuTotal.toFixed(0)} s of ${capacity.toFixed(0)} s (${availableParallelism()} CPUs): ` +
+        cpu
+          .slice(0, 8)
+          .map((x) => `${x.comm} ${x.sec.toFixed(0)}`)
+          .join(', '),
     );
     if (failed.length > 0) {
       console.log(`first failure: ${failed[0]!.message}`);

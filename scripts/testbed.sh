@@ -173,8 +173,9 @@ up() {
   trap 'exit 130' INT TERM
 
   # kwokctl config: loopback bind address + stages. Giving any Stage replaces all
-  # of kwokctl's defaults, so kwok's own node/pod stages are listed explicitly and
-  # only pod-delete is ours (honours the deletion grace period).
+  # of kwokctl's defaults, so kwok's own node/pod stages are listed explicitly;
+  # pod-delete (honours the deletion grace period) and pod-fail (Job pods of image
+  # testbed.invalid/fails fail) are ours.
   {
     cat "$ROOT/test/testbed/kwokctl.yaml"
     for f in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
@@ -184,6 +185,20 @@ up() {
     done
     printf -- '---\n'
     cat "$ROOT/test/testbed/kwok-pod-delete-stage.yaml"
+    printf -- '---\n'
+    cat "$ROOT/test/testbed/kwok-pod-fail-stage.yaml"
+    # `kubectl logs` of any container named "upgrade" (the node upgrade Job's) serves this file.
+    cat <<EOF
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: upgrade-job-logs
+spec:
+  logs:
+    - containers: [upgrade]
+      logsFile: $ROOT/test/testbed/upgrade-job-pod-log.txt
+EOF
   } >"$STATE/kwokctl-config.yaml"
 
   # kwokctl picks ports by probing downwards from 32767 and only knows the clusters

@@ -951,6 +951,50 @@ describe('upgradeNode (job)', () => {
     });
   });
 
+  it('fails with the script error line, and the failed pod log tail in the failure details', async () => {
+    // The test bed fails Job pods of this image (test/testbed/kwok-pod-fail-stage.yaml) and serves
+    // test/testbed/upgrade-job-pod-log.txt as the log of every "upgrade" container (kwok ClusterLogs).
+    const failing = createMachineUpdateActivities({
+      management: managementKubeConfig(testbed().managementKubeconfig),
+      workloadNamespace: g,
+      pollIntervalMs: 250,
+      job: { image: 'testbed.invalid/fails', backoffLimit: 0 },
+    });
+    const failure = await inActivity(() =>
+      failing.upgradeNode({
+        cluster,
+        machine: { namespace: g, name: `m-${j}` },
+        version: NEW,
+        files: [],
+        executor: 'job',
+        timeoutMs: 60_000,
+        nodeName: j,
+        requestName: `${j}-fail`,
+      }),
+    ).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    expect(failure).toMatchObject({
+      type: 'NodeUpgradeJobFailed',
+      nonRetryable: true,
+      message:
+        `node upgrade Job ${g}/${j}-fail failed: BackoffLimitExceeded: Job has reached the specified backoff limit; ` +
+        '[node-upgrade] error: kubeadm v1.31.15: download from https://dl.k8s.io/release/v1.31.15/bin/linux/amd64/kubeadm failed',
+    });
+    const [log] = (failure as ApplicationFailure).details as [{ pod: string; lines: string[] }];
+    expect(log.pod).toMatch(new RegExp(`^${j}-fail-`));
+    expect(log.lines).toEqual([
+      '[node-upgrade] upgrade-node.sh SCRIPT_VERSION=1 node=testbed version=v1.31.15 mode=node',
+      '[node-upgrade] validating inputs',
+      '[node-upgrade] node testbed: upgrading to v1.31.15 (mode node, arch amd64, host root /host, host commands: chroot)',
+      'curl: (22) The requested URL returned error: 404',
+      '[node-upgrade] error: kubeadm v1.31.15: download from https://dl.k8s.io/release/v1.31.15/bin/linux/amd64/kubeadm failed',
+      '[node-upgrade] failed (exit 1)',
+    ]);
+  });
+
   it('cleanup deletes the Job and its pods', async () => {
     const batch = wl.kc.makeApiClient(BatchV1Api);
     await batch.readNamespacedJob({ name: `${j}-h1`, namespace: g });

@@ -19,6 +19,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { failedScriptLine } from '../../src/activities/executors/job.ts';
 
 const SCRIPT = new URL('../../src/activities/executors/upgrade-node.sh', import.meta.url).pathname;
 const VERSION = 'v1.34.2';
@@ -426,6 +427,18 @@ describe('upgrade-node.sh: versioning and lint', () => {
     const lines = run(sb).stdout.trimEnd().split('\n');
     expect(lines.length).toBeGreaterThan(5);
     for (const l of lines) expect(l).toMatch(/^\[node-upgrade\] /);
+  });
+
+  it('ends a failure with the error line the job executor quotes to CAPI, never a line of its tools', () => {
+    const r = run(sb, { UPGRADE_MODE: 'foo' });
+    expect(r.status).toBe(2);
+    const lines = `${r.stdout}${r.stderr}`.split('\n').filter(Boolean);
+    expect(failedScriptLine(lines)).toBe("[node-upgrade] error: UPGRADE_MODE 'foo' is neither apply nor node");
+    // Without an error line (killed at the Job's deadline): the script's last own line, not kubeadm's output.
+    expect(failedScriptLine(['[node-upgrade] running kubeadm upgrade node', 'kubeadm: bootstrap token abcdef'])).toBe(
+      '[node-upgrade] running kubeadm upgrade node',
+    );
+    expect(failedScriptLine(['kubeadm: bootstrap token abcdef'])).toBeUndefined();
   });
 
   const shellcheck = spawnSync('sh', ['-c', 'command -v shellcheck'], { encoding: 'utf8' }).stdout.trim();

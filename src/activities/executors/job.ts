@@ -4,7 +4,7 @@
 // finds it); its completion is read by the caller (a polling activity or the
 // async-completion watch).
 import { readFileSync } from 'node:fs';
-import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Job } from '@kubernetes/client-node';
+import { ApiException, BatchV1Api, CoreV1Api, type KubeConfig, type V1Job } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { apiClient, isConflict, isNotFound } from '../kube.ts';
 import {
@@ -13,6 +13,7 @@ import {
   MANAGED_BY_LABEL,
   nodeLabel,
   seconds,
+  truncate,
   type NodeUpgradeExecution,
 } from '../machine-update-common.ts';
 import type { NodeUpgradeInput } from '../machine-update-types.ts';
@@ -46,6 +47,7 @@ export const DEFAULT_JOB_SCRIPT = readFileSync(new URL('./upgrade-node.sh', impo
 
 /** Where the Job mounts the host's root filesystem and the bootstrap files Secret. */
 const HOST_ROOT = '/host';
+const UPGRADE_CONTAINER = 'upgrade';
 const FILES_DIR = '/files';
 
 export interface UpgradeJobParams {
@@ -86,7 +88,7 @@ export function upgradeJob(p: UpgradeJobParams): V1Job {
           tolerations: [{ operator: 'Exists' }],
           containers: [
             {
-              name: 'upgrade',
+              name: UPGRADE_CONTAINER,
               image: p.image,
               // The script reaches the host through chroot HOST_ROOT (the image needs sh, chroot,
               // sha256sum and curl or wget: busybox/alpine has them).
@@ -182,10 +184,19 @@ export function jobExecution(
         return { done: true, message: `${where} completed on node ${input.nodeName}` };
       const failed = conditions.find((c) => c.type === 'Failed' && c.status === 'True');
       if (failed) {
-        throw ApplicationFailure.nonRetryable(
-          `${where} failed: ${failed.reason ?? 'Failed'}${failed.message ? `: ${failed.message}` : ''}`,
-          MACHINE_UPDATE_FAILURES.nodeUpgradeJobFailed,
-        );
+        // The pods go with the Job at cleanup: their log is read now or never.
+        const log = await lastFailedPodLog(apiClient(kc, CoreV1Api), namespace, name);
+        const why = failedScriptLine(log.lines);
+        throw ApplicationFailure.create({
+          message: truncate(
+            `${where} failed: ${failed.reason ?? 'Failed'}${failed.message ? `: ${failed.message}` : ''}` +
+              (why ? `; ${why}` : ''),
+            MAX_JOB_FAILURE_MESSAGE,
+          ),
+          type: MACHINE_UPDATE_FAILURES.nodeUpgradeJobFailed,
+          nonRetryable: true,
+          details: [log],
+        });
       }
       const s = job.status;
       const observed = `active ${s?.active ?? 0}, succeeded ${s?.succeeded ?? 0}, failed ${s?.failed ?? 0}`;
@@ -198,6 +209,59 @@ export function jobExecution(
       return { done: false, observed };
     },
   };
+}
+
+/** The last lines of the failed upgrade pod's log: failure details (Temporal Web UI, `temporal workflow show`). */
+export interface UpgradeJobLog {
+  pod?: string;
+  /** At most {@link LOG_TAIL_LINES} lines, {@link LOG_TAIL_BYTES} bytes. */
+  lines: string[];
+  /** Why there are no lines (no pod left, the kubelet could not be reached). */
+  unavailable?: string;
+}
+
+const LOG_TAIL_LINES = 30;
+const LOG_TAIL_BYTES = 8 * 1024;
+/** The failure message with the script's error line (CAPI cuts error bodies at 512 characters). */
+const MAX_JOB_FAILURE_MESSAGE = 400;
+const JOB_NAME_LABEL = 'batch.kubernetes.io/job-name';
+
+/** Reads the tail of the log of the Job's newest failed pod; never throws (the failure matters more). */
+export async function lastFailedPodLog(core: CoreV1Api, namespace: string, jobName: string): Promise<UpgradeJobLog> {
+  try {
+    const pods = (await core.listNamespacedPod({ namespace, labelSelector: `${JOB_NAME_LABEL}=${jobName}` })).items;
+    const failed = pods
+      .filter((p) => p.status?.phase === 'Failed')
+      .sort((a, b) => timeOf(b.metadata?.creationTimestamp) - timeOf(a.metadata?.creationTimestamp));
+    const pod = failed[0]?.metadata?.name;
+    if (!pod) return { lines: [], unavailable: 'no failed pod left' };
+    const text = await core.readNamespacedPodLog({
+      name: pod,
+      namespace,
+      container: UPGRADE_CONTAINER,
+      tailLines: LOG_TAIL_LINES,
+      limitBytes: LOG_TAIL_BYTES,
+    });
+    return { pod, lines: text.split('\n').filter((l) => l.trim() !== '') };
+  } catch (err) {
+    const status = err instanceof ApiException ? `HTTP ${err.code}` : err instanceof Error ? err.name : 'error';
+    return { lines: [], unavailable: `log not readable: ${status}` };
+  }
+}
+
+const SCRIPT_LINE = '[node-upgrade] ';
+
+/**
+ * upgrade-node.sh's own error line (`[node-upgrade] error: ...`), else its last own line: only
+ * the script's lines reach CAPI (they name inputs, never contents), not what kubeadm printed.
+ */
+export function failedScriptLine(lines: string[]): string | undefined {
+  const own = lines.filter((l) => l.startsWith(SCRIPT_LINE));
+  return (own.findLast((l) => l.startsWith(`${SCRIPT_LINE}error:`)) ?? own.at(-1))?.trim();
+}
+
+function timeOf(t: Date | string | undefined): number {
+  return t === undefined ? 0 : new Date(t).getTime();
 }
 
 /**
