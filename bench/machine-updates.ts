@@ -25,14 +25,23 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import type { MachineUpdateStatus } from '../src/model/machine-update.ts';
+import { imageNodeOptions } from './image-node-options.ts';
 
 const execFileAsync = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TASK_QUEUE = 'bench-machine-updates';
 
+/** The worker's memory every second: when the peak came, and what the V8 heap held then. */
+interface MemorySample {
+  atMs: number;
+  rss: number;
+  heapUsed: number;
+  heapTotal: number;
+}
+
 type WorkerMessage =
   | { type: 'ready' }
-  | { type: 'usage'; maxRSS: number; memory: NodeJS.MemoryUsage }
+  | { type: 'usage'; maxRSS: number; memory: NodeJS.MemoryUsage; samples: MemorySample[] }
   | { type: 'failed'; message: string };
 
 // ---------------------------------------------------------------- worker side
@@ -53,9 +62,16 @@ async function runWorker(): Promise<void> {
       },
       { management: managementKubeConfig(process.env.MANAGEMENT_KUBECONFIG) },
     );
+    const samples: MemorySample[] = [];
+    const sample = () => {
+      const m = process.memoryUsage();
+      samples.push({ atMs: Date.now(), rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal });
+    };
+    sample();
+    setInterval(sample, 1_000).unref();
     process.on('message', (m: { type: string }) => {
       if (m.type === 'usage')
-        send({ type: 'usage', maxRSS: process.resourceUsage().maxRSS, memory: process.memoryUsage() });
+        send({ type: 'usage', maxRSS: process.resourceUsage().maxRSS, memory: process.memoryUsage(), samples });
       if (m.type === 'stop') worker.shutdown();
     });
     send({ type: 'ready' });
@@ -167,6 +183,11 @@ async function main(): Promise<void> {
     const rig = await rigModule.createMachineUpdateRig(group, nodes);
     console.log(`${nodes} KWOK nodes and Machines created in ${s(Date.now() - t1)}`);
 
+    const workerNodeFlags =
+      process.env.BENCH_WORKER_NODE_FLAGS !== undefined
+        ? process.env.BENCH_WORKER_NODE_FLAGS.split(' ').filter(Boolean)
+        : imageNodeOptions();
+    console.log(`worker node flags: ${workerNodeFlags.join(' ') || '(none)'}`);
     const worker = fork(fileURLToPath(import.meta.url), ['--worker'], {
       env: {
         ...process.env,
@@ -175,10 +196,8 @@ async function main(): Promise<void> {
         MANAGEMENT_KUBECONFIG: fixtures.testbed().managementKubeconfig,
         WORKFLOW_BUNDLE_PATH: bundle,
       },
-      execArgv: [
-        '--disable-warning=ExperimentalWarning',
-        ...(process.env.BENCH_WORKER_NODE_FLAGS ?? '').split(' ').filter(Boolean),
-      ],
+      // The image's NODE_OPTIONS (heap sizing), unless BENCH_WORKER_NODE_FLAGS says otherwise.
+      execArgv: ['--disable-warning=ExperimentalWarning', ...workerNodeFlags],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     cleanups.push(async () => {
@@ -210,7 +229,7 @@ async function main(): Promise<void> {
     const totalMs = Date.now() - started;
     const cpuAfter = cpuByCommand();
     worker.send({ type: 'usage' });
-    const { maxRSS, memory } = await waitForMessage(worker, 'usage');
+    const { maxRSS, memory, samples } = await waitForMessage(worker, 'usage');
 
     const failed = results.filter((r) => r.phase !== 'Succeeded');
     const stepMs = (r: MachineUpdateStatus, type: string) => {
@@ -245,6 +264,14 @@ async function main(): Promise<void> {
     console.log(
       `overhead per update     p50 ${s(percentile(overhead, 50))}  p99 ${s(percentile(overhead, 99))}  (active time − d)`,
     );
+    // The first L overlap the burst of N runs starting; the rest run in steady state.
+    const byStart = [...windows].sort((a, b) => a.from - b.from).map((w) => w.to - w.from - delayMs);
+    const firstWave = sortNum(byStart.slice(0, limit));
+    const later = sortNum(byStart.slice(limit));
+    console.log(
+      `  first ${limit}: p50 ${s(percentile(firstWave, 50))} p99 ${s(percentile(firstWave, 99))}; ` +
+        `the rest: p50 ${s(percentile(later, 50))} p99 ${s(percentile(later, 99))}`,
+    );
     console.log(
       `first past the queue    +${s(froms[0]! - started)}; last step done +${s(tos.at(-1)! - started)} (of ${s(totalMs)})`,
     );
@@ -257,6 +284,11 @@ async function main(): Promise<void> {
     }
     const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
     console.log(`worker peak RSS         ${(maxRSS / 1024).toFixed(0)} MiB  (target ≤ 300 MiB)`);
+    const peak = samples.reduce((a, b) => (b.rss > a.rss ? b : a));
+    console.log(
+      `  idle at start: rss ${mib(samples[0]!.rss)}; sampled peak rss ${mib(peak.rss)} at +${s(peak.atMs - started)} ` +
+        `(V8 heap ${mib(peak.heapUsed)} used of ${mib(peak.heapTotal)})`,
+    );
     console.log(
       `  at the end: rss ${mib(memory.rss)}, V8 heap ${mib(memory.heapUsed)} used of ${mib(memory.heapTotal)}, external ${mib(memory.external)}`,
     );

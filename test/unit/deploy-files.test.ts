@@ -3,6 +3,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from '@jest/globals';
 import { parse } from 'yaml';
+import { imageNodeOptions } from '../../bench/image-node-options.ts';
 import { parseConfig } from '../../src/config.ts';
 
 interface ComposeService {
@@ -42,6 +43,10 @@ describe('docker-compose.yml', () => {
 });
 
 describe('Dockerfile', () => {
+  it('sizes V8 for a container: the NODE_OPTIONS the benchmarks run the worker with', () => {
+    expect(imageNodeOptions()).toEqual(['--max-semi-space-size=4', '--max-old-space-size=256']);
+  });
+
   it('is multi-stage, runs as a non-root user and starts from the prebuilt bundle', () => {
     expect(dockerfile.match(/^FROM /gm)?.length).toBeGreaterThanOrEqual(2);
     expect(dockerfile).toMatch(/^USER node$/m);
