@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import type { MachineUpdateStatus } from '../src/model/machine-update.ts';
+import { machineUpdateSlotsWorkflowId, type MachineUpdateStatus } from '../src/model/machine-update.ts';
 import { imageNodeOptions } from './image-node-options.ts';
 
 const execFileAsync = promisify(execFile);
@@ -228,6 +228,13 @@ async function main(): Promise<void> {
     const results = (await Promise.all(handles.map((h) => h.result()))) as MachineUpdateStatus[];
     const totalMs = Date.now() - started;
     const cpuAfter = cpuByCommand();
+    // When the cluster's slots workflow first started (its first run; it continues as new later).
+    let slotsStartedMs = NaN;
+    for await (const w of client.workflow.list({
+      query: `WorkflowId = '${machineUpdateSlotsWorkflowId({ namespace: rig.namespace, name: rig.cluster })}'`,
+    })) {
+      slotsStartedMs = Math.min(Number.isNaN(slotsStartedMs) ? Infinity : slotsStartedMs, w.startTime.getTime());
+    }
     worker.send({ type: 'usage' });
     const { maxRSS, memory, samples } = await waitForMessage(worker, 'usage');
 
@@ -273,7 +280,7 @@ async function main(): Promise<void> {
         `the rest: p50 ${s(percentile(later, 50))} p99 ${s(percentile(later, 99))}`,
     );
     console.log(
-      `first past the queue    +${s(froms[0]! - started)}; last step done +${s(tos.at(-1)! - started)} (of ${s(totalMs)})`,
+      `first past the queue    +${s(froms[0]! - started)} (slots workflow started +${s(slotsStartedMs - started)}); last step done +${s(tos.at(-1)! - started)} (of ${s(totalMs)})`,
     );
     console.log(
       `slot hand-over           p50 ${s(percentile(handover, 50))}  p99 ${s(percentile(handover, 99))}  (end of one run → start of the next)`,
