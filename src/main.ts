@@ -7,7 +7,11 @@ import { createClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
 import { HookRegistry } from './api/registry.ts';
 import { createInPlaceHandlers } from './api/machine-updates.ts';
 import { createNodeAgentCheck, type NodeAgentCheck } from './api/node-agents.ts';
-import { managementKubeConfig } from './activities/kube.ts';
+import {
+  isManagementClusterConfigured,
+  MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE,
+  managementKubeConfig,
+} from './activities/kube.ts';
 import { DEFAULT_WORKLOAD_NAMESPACE } from './activities/machine-update.ts';
 import { upgradePlanHandlers } from './api/routes/upgrade-plan.ts';
 import { startHookServer, type HookServer } from './api/server.ts';
@@ -60,13 +64,19 @@ export async function run(config: AppConfig): Promise<Running> {
     });
   }
   if (config.role === 'worker' || config.role === 'all') {
+    // A MANAGEMENT_KUBECONFIG that cannot be read stops the start here, naming it; none at all
+    // starts anyway (and says so): every activity that needs the cluster fails saying the same.
+    const management = managementKubeConfig();
+    if (!isManagementClusterConfigured(management)) {
+      console.error(`${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: upgrade and machine update activities will fail`);
+    }
     worker = await createWorker(
       {
         ...config.temporal,
         ...(config.workflowBundlePath ? { workflowBundlePath: config.workflowBundlePath } : {}),
         tuning: config.worker,
       },
-      config.nodeUpgradeJobImage ? { nodeUpgradeJobImage: config.nodeUpgradeJobImage } : {},
+      { management, ...(config.nodeUpgradeJobImage ? { nodeUpgradeJobImage: config.nodeUpgradeJobImage } : {}) },
     );
     workerDone = worker.run();
   }
@@ -87,14 +97,19 @@ export async function run(config: AppConfig): Promise<Running> {
 
 /** The delegate executor's node agent check, when this process can reach the management cluster. */
 function nodeAgentCheck(): NodeAgentCheck | undefined {
+  const without = 'CanUpdate* will not claim in-place updates for nodeUpgradeExecutor=delegate';
+  let management;
   try {
-    return createNodeAgentCheck({ management: managementKubeConfig(), namespace: DEFAULT_WORKLOAD_NAMESPACE });
+    management = managementKubeConfig();
   } catch (err) {
-    console.error(
-      `no management cluster access (${String(err)}): CanUpdate* will not claim in-place updates for nodeUpgradeExecutor=delegate`,
-    );
+    console.error(`${err instanceof Error ? err.message : String(err)}: ${without}`);
     return undefined;
   }
+  if (!isManagementClusterConfigured(management)) {
+    console.error(`${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: ${without}`);
+    return undefined;
+  }
+  return createNodeAgentCheck({ management, namespace: DEFAULT_WORKLOAD_NAMESPACE });
 }
 
 export function stopOnSignals(stop: () => Promise<void>): void {

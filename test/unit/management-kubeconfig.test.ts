@@ -1,0 +1,42 @@
+// The management cluster's KubeConfig when none is configured, or a bad one is: the
+// errors name MANAGEMENT_KUBECONFIG instead of client-node's "Invalid URL".
+import { describe, expect, it } from '@jest/globals';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { ApplicationFailure } from '@temporalio/common';
+import {
+  apiClient,
+  isManagementClusterConfigured,
+  MANAGEMENT_CLUSTER_NOT_CONFIGURED,
+  managementKubeConfig,
+} from '../../src/activities/kube.ts';
+
+describe('managementKubeConfig', () => {
+  it('without MANAGEMENT_KUBECONFIG outside a pod: every call fails naming the setting, none is dialled', async () => {
+    const kc = managementKubeConfig(undefined, {});
+    expect(isManagementClusterConfigured(kc)).toBe(false);
+    const failure = await apiClient(kc, CoreV1Api)
+      .listNode()
+      .then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    expect(failure).toMatchObject({
+      type: MANAGEMENT_CLUSTER_NOT_CONFIGURED,
+      nonRetryable: true,
+      message:
+        'no management cluster: MANAGEMENT_KUBECONFIG is not set and this process is not running in a pod (no KUBERNETES_SERVICE_HOST)',
+    });
+  });
+
+  it('in a pod (KUBERNETES_SERVICE_HOST set): the in-cluster service account', () => {
+    const kc = managementKubeConfig(undefined, { KUBERNETES_SERVICE_HOST: '10.96.0.1' });
+    expect(isManagementClusterConfigured(kc)).toBe(true);
+  });
+
+  it('a MANAGEMENT_KUBECONFIG that cannot be read stops the start, naming the setting and the file', () => {
+    expect(() => managementKubeConfig('/nonexistent/kubeconfig', {})).toThrow(
+      /^MANAGEMENT_KUBECONFIG=\/nonexistent\/kubeconfig: ENOENT: no such file or directory/,
+    );
+  });
+});
