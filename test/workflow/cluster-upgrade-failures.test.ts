@@ -5,6 +5,7 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { ApplicationFailure } from '@temporalio/common';
 import { Client } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
@@ -58,6 +59,18 @@ describe('cluster upgrade on a bad day', () => {
   const handle = () => h.client.workflow.getHandle(h.workflowId);
   const status = async () => (await handle().query('status')) as ClusterUpgradeStatus;
   const historyLength = async () => (await handle().fetchHistory()).events?.length ?? 0;
+  /** The history length once the workflow task that follows the last event has completed. */
+  const settledHistoryLength = async () =>
+    (
+      await waitFor(
+        async () => {
+          const events = (await handle().fetchHistory()).events ?? [];
+          const pendingTask = (await handle().describe()).raw.pendingWorkflowTask;
+          return { length: events.length, last: events.at(-1)?.eventType, pendingTask };
+        },
+        (h) => !h.pendingTask && h.last === temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+      )
+    ).length;
 
   beforeEach(async () => {
     h = await startUpgradeHarness();
@@ -105,7 +118,7 @@ describe('cluster upgrade on a bad day', () => {
       async () => (await handle().describe()).raw.pendingActivities?.length ?? 0,
       (n) => n === 0,
     );
-    const before = await historyLength();
+    const before = await settledHistoryLength();
     for (const [hook, fields] of laterHooks) {
       expect(await h.call(hook, fields)).toMatchObject({ status: 'Failure', message: ABORTED('change freeze') });
     }
