@@ -63,6 +63,24 @@ export interface NodeUpgradeInput {
   agentPickupTimeoutMs?: number;
 }
 
+/** Reasons of the Events a machine update records on its Machine (stable: alerts match them). */
+export type MachineEventReason =
+  | 'MachineUpdateStarted'
+  | 'NodeDrained'
+  | 'NodeUpgraded'
+  | 'MachineUpdateSucceeded'
+  | 'MachineUpdateFailed'
+  | 'MachineUpdateAborted';
+
+export interface MachineEventInput {
+  machine: MachineRef;
+  reason: MachineEventReason;
+  type: 'Normal' | 'Warning';
+  message: string;
+  /** Names the Event: the same key is the same Event (retries add none). */
+  key: string;
+}
+
 export interface MachineUpdateActivities {
   preflight(input: { machine: MachineRef }): Promise<PreflightResult>;
   cordon(input: { cluster: MachineRef; nodeName: string }): Promise<{ wasUnschedulable: boolean }>;
@@ -88,6 +106,8 @@ export interface MachineUpdateActivities {
   /** After a success: the condition False, the annotation gone. */
   clearNodeUpdateFailed(input: { cluster: MachineRef; nodeName: string }): Promise<void>;
   /** Deletes what the executor created for `requestName` (Job or NodeUpgradeRequest, and their Secrets); idempotent. */
+  /** A Kubernetes Event on the Machine; none when the Machine is gone. */
+  recordMachineEvent(input: MachineEventInput): Promise<void>;
   cleanupNodeUpgrade(input: {
     cluster: MachineRef;
     nodeName: string;

@@ -23,6 +23,7 @@ import {
   type WaitCheckpoint,
 } from './machine-update-common.ts';
 import type { NodeUpgradeWatch } from './node-upgrade-watch.ts';
+import { createMachineEventActivities } from './machine-events.ts';
 import type { MachineRef, MachineUpdateActivities, NodeUpgradeInput } from './machine-update-types.ts';
 import { createNodeActivities, machineDeletionCheck } from './node.ts';
 
@@ -87,6 +88,7 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
   const { drain } = createDrainActivities(workload, machineDeleting);
 
   return {
+    ...createMachineEventActivities(deps.management),
     preflight: node.preflight,
     cordon: node.cordon,
     uncordon: node.uncordon,

@@ -212,8 +212,9 @@ export function createNodeActivities(
   };
 }
 
-interface MachineObject {
-  metadata?: { name?: string; labels?: Record<string, string>; deletionTimestamp?: string };
+export interface MachineObject {
+  apiVersion?: string;
+  metadata?: { name?: string; uid?: string; labels?: Record<string, string>; deletionTimestamp?: string };
   spec?: { clusterName?: string };
   status?: { nodeRef?: { name?: string } };
 }
@@ -241,7 +242,7 @@ export function machineDeletionCheck(management: KubeConfig, maxAgeMs = 5_000): 
 }
 
 /** The Cluster API Machine, or undefined when it does not exist. */
-async function readMachine(custom: CustomObjectsApi, machine: MachineRef): Promise<MachineObject | undefined> {
+export async function readMachine(custom: CustomObjectsApi, machine: MachineRef): Promise<MachineObject | undefined> {
   try {
     return (await custom.getNamespacedCustomObject({
       group: CAPI_GROUP,

@@ -31,7 +31,12 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { DrainOptions, MachineRef, MachineUpdateActivities } from '../activities/machine-update-types.ts';
+import type {
+  DrainOptions,
+  MachineEventReason,
+  MachineRef,
+  MachineUpdateActivities,
+} from '../activities/machine-update-types.ts';
 import {
   abortSignal,
   acquireSlotSignal,
@@ -62,6 +67,8 @@ export const MACHINE_UPDATE_V2 = 'machine-update-v2';
 export const MACHINE_UPDATE_LOCAL_QUICK = 'machine-update-local-quick';
 /** The preflight waits here, bounded by preflightTimeout, for a Ready node and room under maxUnavailable. */
 export const MACHINE_UPDATE_PREFLIGHT_WAIT = 'machine-update-preflight-wait';
+/** Kubernetes Events on the Machine at each milestone (started, drained, upgraded, succeeded, failed, aborted). */
+export const MACHINE_UPDATE_EVENTS = 'machine-update-events';
 /** Preflight failures that mean "not yet": waited out, then reported with what was last seen. */
 const PREFLIGHT_WAITS = ['NodeNotReady', 'MaxUnavailableReached', 'MachineHasNoNode'];
 
@@ -71,6 +78,11 @@ const localQuick = proxyLocalActivities<MachineUpdateActivities>({ startToCloseT
 const localPreflight = proxyLocalActivities<MachineUpdateActivities>({
   startToCloseTimeout: '1 minute',
   retry: { ...retry, nonRetryableErrorTypes: PREFLIGHT_WAITS },
+});
+// Best effort: a few quick tries, then the update goes on without its Event.
+const localEvents = proxyLocalActivities<MachineUpdateActivities>({
+  startToCloseTimeout: '10 seconds',
+  retry: { initialInterval: '1 second', maximumAttempts: 3 },
 });
 
 /** Backoff before a failed update may start over: base, 2×, 4× … at most 30× the base (1 minute by default). */
@@ -87,8 +99,33 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   // Preflight, cordon, uncordon, node conditions, cleanup: single API calls, cheapest run in the worker.
   const quick = patched(MACHINE_UPDATE_LOCAL_QUICK) ? localQuick : remoteQuick;
   const preflightWaits = input.preflightTimeoutMs !== undefined && patched(MACHINE_UPDATE_PREFLIGHT_WAIT);
+  const recordsEvents = patched(MACHINE_UPDATE_EVENTS);
   const state = new MachineUpdateState(input);
   const { status } = state;
+  // Events run beside the steps; the run waits for them only before it ends.
+  const pendingEvents: Promise<void>[] = [];
+  const event = (reason: MachineEventReason, type: 'Normal' | 'Warning', message: string) => {
+    if (!recordsEvents) return;
+    const { workflowId, runId } = workflowInfo();
+    pendingEvents.push(
+      CancellationScope.nonCancellable(async () => {
+        try {
+          await localEvents.recordMachineEvent({
+            machine: input.machine,
+            reason,
+            type,
+            message,
+            key: `${workflowId}/${runId}/${status.attempt ?? 1}/${reason}`,
+          });
+        } catch {
+          // An Event never fails an update (no RBAC for events, API server busy).
+        }
+      }),
+    );
+  };
+  const eventsRecorded = async () => {
+    await Promise.all(pendingEvents.splice(0));
+  };
   let abortReason: string | undefined;
   let skipDrain = false;
   let forceDrain = false;
@@ -248,6 +285,11 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     status.nodeName = pre.nodeName;
     cluster = { namespace: input.machine.namespace, name: pre.clusterName };
     upsertSearchAttributes([{ key: NodeName, value: pre.nodeName }]);
+    event(
+      'MachineUpdateStarted',
+      'Normal',
+      `updating node ${pre.nodeName} in place to ${input.version} (${input.executor} executor)`,
+    );
 
     state.enter('Cordon', `cordoning node ${pre.nodeName}`);
     const { wasUnschedulable } = await step(() => quick.cordon({ cluster, nodeName: pre.nodeName }));
@@ -279,6 +321,11 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       }
     }
 
+    event(
+      'NodeDrained',
+      'Normal',
+      skipDrain ? `drain of node ${pre.nodeName} skipped (skipDrain)` : `node ${pre.nodeName} drained`,
+    );
     state.enter('UpgradeNode', `upgrading node ${pre.nodeName} (${input.executor} executor)`);
     executorStarted = true;
     await step(() =>
@@ -306,6 +353,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       }),
     );
     await quick.clearNodeUpdateFailed({ cluster, nodeName: pre.nodeName });
+    event('NodeUpgraded', 'Normal', `node ${pre.nodeName} reports ${input.version} and is Ready`);
 
     if (cordonedByUs) {
       state.enter('Uncordon', `uncordoning node ${pre.nodeName}`);
@@ -341,6 +389,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     try {
       await attemptUpdate();
       state.succeeded();
+      event('MachineUpdateSucceeded', 'Normal', `updated in place to ${input.version}`);
+      await eventsRecorded();
       return status;
     } catch (err) {
       // `temporal workflow cancel` is an abort too; so is the Machine going away (scale-down,
@@ -350,6 +400,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       if (err instanceof Aborted || isCancellation(err) || failureType(err) === MACHINE_DELETED) {
         await cleanUp(true);
         state.aborted(abortReason ?? 'aborted');
+        event('MachineUpdateAborted', 'Warning', `aborted: ${abortReason ?? 'aborted'}`);
+        await eventsRecorded();
         return status;
       }
       const reason = failureReason(err);
@@ -365,6 +417,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         reason,
         new Date(Date.now() + retryBackoffMs(status.attempt ?? 1, input.retryBackoffMs)).toISOString(),
       );
+      event('MachineUpdateFailed', 'Warning', `update to ${input.version} failed: ${reason}`);
+      await eventsRecorded();
       const woke = await condition(() => status.retryRequested === true || abortReason !== undefined, FAILED_RETENTION);
       if (!woke) {
         await releaseSlot();
@@ -373,6 +427,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       if (abortReason !== undefined) {
         await cleanUp(true);
         state.aborted(abortReason);
+        event('MachineUpdateAborted', 'Warning', `aborted: ${abortReason}`);
+        await eventsRecorded();
         return status;
       }
       executorStarted = false;

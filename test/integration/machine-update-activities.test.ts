@@ -890,6 +890,41 @@ describe('upgradeNode (delegate) without an agent', () => {
   });
 });
 
+describe('recordMachineEvent', () => {
+  it('records an Event on the Machine that kubectl describe finds, once per key, and nothing for a Machine that is gone', async () => {
+    const machine = { namespace: g, name: 'm-ready' };
+    const input = {
+      machine,
+      reason: 'MachineUpdateFailed' as const,
+      type: 'Warning' as const,
+      message: 'update to v1.31.15 failed: node upgrade Job failed',
+      key: `machine-update/${g}/m-ready/abc/run-1/1/MachineUpdateFailed`,
+    };
+    await activities.recordMachineEvent(input);
+    await activities.recordMachineEvent(input); // a retried activity
+    const uid = (
+      (await mg.custom.getNamespacedCustomObject({
+        group: 'cluster.x-k8s.io',
+        version: 'v1beta2',
+        plural: 'machines',
+        namespace: g,
+        name: 'm-ready',
+      })) as { metadata: { uid: string } }
+    ).metadata.uid;
+    // What `kubectl describe machine` asks for: the Machine's events by uid.
+    const events = (
+      await mg.core.listNamespacedEvent({
+        namespace: g,
+        fieldSelector: `involvedObject.kind=Machine,involvedObject.name=m-ready,involvedObject.uid=${uid}`,
+      })
+    ).items;
+    expect(events.map((e) => [e.type, e.reason, e.message, e.count, e.source?.component])).toEqual([
+      ['Warning', 'MachineUpdateFailed', input.message, 1, 'capi-upgrade-orchestrator'],
+    ]);
+    await activities.recordMachineEvent({ ...input, machine: { namespace: g, name: 'm-nonexistent' } });
+  });
+});
+
 describe('upgradeNode (job)', () => {
   it('runs a privileged Job pinned to the node and returns when it completes', async () => {
     const result = await upgrade({ nodeName: j, requestName: `${j}-h1`, executor: 'job', timeoutMs: 60_000 });

@@ -9,7 +9,7 @@ import type { NativeConnection, Worker } from '@temporalio/worker';
 import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import { createInPlaceHandlers } from '../../src/api/machine-updates.ts';
-import type { MachineUpdateActivities } from '../../src/activities/machine-update-types.ts';
+import type { MachineEventInput, MachineUpdateActivities } from '../../src/activities/machine-update-types.ts';
 import { specHash } from '../../src/domain/in-place.ts';
 import {
   machineUpdateSlotsWorkflowId,
@@ -109,8 +109,15 @@ function stubs(
     async cleanupNodeUpgrade(input) {
       count('cleanupNodeUpgrade', input);
     },
+    async recordMachineEvent(input) {
+      count('recordMachineEvent', input);
+    },
   };
 }
+
+/** The Events a run recorded on its Machine: reason and message, in order. */
+const eventsOf = (activities: { seen: Record<string, unknown[]> }) =>
+  ((activities.seen.recordMachineEvent ?? []) as MachineEventInput[]).map((e) => `${e.type} ${e.reason}: ${e.message}`);
 
 function updateMachineRequest(
   version: string,
@@ -217,9 +224,20 @@ describe('machine update workflow through UpdateMachine', () => {
       waitForNodeVersion: 1,
       clearNodeUpdateFailed: 1,
       uncordon: 1,
+      recordMachineEvent: 4,
     });
     const status = (await client.workflow.getHandle(idFor(body)).result()) as MachineUpdateStatus;
-    await recordHistoryIfAsked(client, idFor(body), 'v3-machine-update-local-quick');
+    // `kubectl describe machine` tells the story; each Event named once (retries add none).
+    expect(eventsOf(activities)).toEqual([
+      'Normal MachineUpdateStarted: updating node worker-0 in place to v1.33.1 (job executor)',
+      'Normal NodeDrained: node worker-0 drained',
+      'Normal NodeUpgraded: node worker-0 reports v1.33.1 and is Ready',
+      'Normal MachineUpdateSucceeded: updated in place to v1.33.1',
+    ]);
+    const keys = (activities.seen.recordMachineEvent as MachineEventInput[]).map((e) => e.key);
+    expect(new Set(keys).size).toBe(4);
+    expect(activities.seen.recordMachineEvent?.[0]).toMatchObject({ machine: { namespace: 'fleet-a', name } });
+    await recordHistoryIfAsked(client, idFor(body), 'v4-machine-update-events');
     expect(status.steps.map((s) => [s.type, s.status])).toEqual([
       ['Cordon', 'True'],
       ['Drain', 'True'],
@@ -287,6 +305,9 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(activities.seen.setNodeUpdateFailed?.[0]).toMatchObject({ nodeName: 'worker-0' });
     expect(activities.calls.uncordon).toBeUndefined();
     expect(activities.calls.cleanupNodeUpgrade).toBe(1);
+    expect(eventsOf(activities).at(-1)).toBe(
+      'Warning MachineUpdateFailed: update to v1.33.1 failed: node agent reported Failed: disk full',
+    );
 
     await new Promise((r) => setTimeout(r, 2_500));
     const retrying = await call(body);
@@ -303,7 +324,7 @@ describe('machine update workflow through UpdateMachine', () => {
     const names = (activities.seen.upgradeNode as { requestName: string }[]).map((i) => i.requestName);
     expect(new Set(names).size).toBe(2);
     await client.workflow.getHandle(idFor(body)).result();
-    await recordHistoryIfAsked(client, idFor(body), 'v3-machine-update-failed-and-retried');
+    await recordHistoryIfAsked(client, idFor(body), 'v4-machine-update-events-failed-and-retried');
   });
 
   it('after a failure before the executor gives the node back, and starts over at once on the retry signal', async () => {
@@ -353,7 +374,12 @@ describe('machine update workflow through UpdateMachine', () => {
     const result = (await client.workflow.getHandle(idFor(body)).result()) as MachineUpdateStatus;
     expect(result.phase).toBe('Aborted');
     expect(result.steps.at(-1)).toMatchObject({ type: 'UpgradeNode', status: 'False', reason: 'Aborted' });
-    await recordHistoryIfAsked(client, idFor(body), 'v3-machine-update-aborted-in-executor');
+    expect(eventsOf(activities)).toEqual([
+      'Normal MachineUpdateStarted: updating node worker-0 in place to v1.33.1 (job executor)',
+      'Normal NodeDrained: node worker-0 drained',
+      'Warning MachineUpdateAborted: aborted: on-call stop',
+    ]);
+    await recordHistoryIfAsked(client, idFor(body), 'v4-machine-update-events-aborted-in-executor');
   });
 
   it('starts a new run when the last one was terminated, instead of answering its Failure forever', async () => {
