@@ -216,6 +216,8 @@ describe('machine update workflow through UpdateMachine', () => {
       message: `machine fleet-a/${name} updated to v1.33.1`,
       retryAfterSeconds: 0,
     });
+    // The answer is "done" once the node is given back; the run ends after its last Event.
+    const status = (await client.workflow.getHandle(idFor(body)).result()) as MachineUpdateStatus;
     expect(activities.calls).toEqual({
       preflight: 1,
       cordon: 1,
@@ -226,7 +228,6 @@ describe('machine update workflow through UpdateMachine', () => {
       uncordon: 1,
       recordMachineEvent: 4,
     });
-    const status = (await client.workflow.getHandle(idFor(body)).result()) as MachineUpdateStatus;
     // `kubectl describe machine` tells the story; each Event named once (retries add none).
     expect(eventsOf(activities)).toEqual([
       'Normal MachineUpdateStarted: updating node worker-0 in place to v1.33.1 (job executor)',
@@ -305,9 +306,13 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(activities.seen.setNodeUpdateFailed?.[0]).toMatchObject({ nodeName: 'worker-0' });
     expect(activities.calls.uncordon).toBeUndefined();
     expect(activities.calls.cleanupNodeUpgrade).toBe(1);
-    expect(eventsOf(activities).at(-1)).toBe(
-      'Warning MachineUpdateFailed: update to v1.33.1 failed: node agent reported Failed: disk full',
-    );
+    // Recorded right after the Failure is answered.
+    expect(
+      await waitFor(
+        async () => eventsOf(activities).at(-1),
+        (last) => last?.includes('MachineUpdateFailed') ?? false,
+      ),
+    ).toBe('Warning MachineUpdateFailed: update to v1.33.1 failed: node agent reported Failed: disk full');
 
     await new Promise((r) => setTimeout(r, 2_500));
     const retrying = await call(body);
