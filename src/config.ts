@@ -30,6 +30,13 @@ export interface ServerConfig {
   unavailableRetryAfterSeconds: number;
 }
 
+/** The plain-HTTP operations endpoint: /livez, /readyz, /metrics. */
+export interface OpsConfig {
+  host: string;
+  /** 0: any free port. */
+  port: number;
+}
+
 export interface TemporalConfig {
   address: string;
   namespace: string;
@@ -51,6 +58,9 @@ export interface AppConfig {
   server: ServerConfig;
   handlers: HandlerConfig[];
   temporal: TemporalConfig;
+  ops: OpsConfig;
+  /** host:port for the Temporal SDK's Prometheus exporter (worker); unset = off. */
+  temporalSdkMetricsAddress?: string;
   /** Prebuilt workflow bundle for the worker (production image); unset = bundle from source. */
   workflowBundlePath?: string;
   /** Image of the `job` node-upgrade executor (must provide nsenter). */
@@ -189,6 +199,8 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       namespace: str('TEMPORAL_NAMESPACE', 'default'),
       taskQueue: str('TEMPORAL_TASK_QUEUE', 'capi-upgrade-orchestrator'),
     },
+    ops: { host: str('OPS_SERVER_HOST', '0.0.0.0'), port: int('OPS_SERVER_PORT', 8080, 0, 65535) },
+    ...(env.TEMPORAL_SDK_METRICS_ADDRESS ? { temporalSdkMetricsAddress: env.TEMPORAL_SDK_METRICS_ADDRESS } : {}),
     ...(env.WORKFLOW_BUNDLE_PATH ? { workflowBundlePath: env.WORKFLOW_BUNDLE_PATH } : {}),
     ...(env.NODE_UPGRADE_JOB_IMAGE ? { nodeUpgradeJobImage: env.NODE_UPGRADE_JOB_IMAGE } : {}),
     worker,

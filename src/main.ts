@@ -16,11 +16,15 @@ import { DEFAULT_WORKLOAD_NAMESPACE } from './activities/machine-update.ts';
 import { upgradePlanHandlers } from './api/routes/upgrade-plan.ts';
 import { startHookServer, type HookServer } from './api/server.ts';
 import { ConfigError, parseConfig, type AppConfig } from './config.ts';
+import { startOpsServer, type OpsServer } from './ops/ops-server.ts';
+import { startTemporalProbe } from './ops/temporal-probe.ts';
+import { startVisibilityGauges } from './ops/visibility-gauges.ts';
 import { ensureSearchAttributes } from './temporal-setup.ts';
 import { createWorker } from './worker.ts';
 
 export interface Running {
   hookServer?: HookServer;
+  opsServer: OpsServer;
   worker?: Worker;
   /** Settles when the worker stops: by stop(), or on its own (a fatal error). */
   workerDone?: Promise<void>;
@@ -46,7 +50,37 @@ export async function run(config: AppConfig): Promise<Running> {
       error: (obj, msg) => console.error(msg, JSON.stringify(obj)),
     },
   });
-  if (config.role === 'api' || config.role === 'all') {
+  // Reachability for /readyz and the metric (the api answers "retry later" while it is down).
+  const temporalProbe = startTemporalProbe((deadline) =>
+    connection.withDeadline(deadline, () => connection.workflowService.getSystemInfo({})),
+  );
+  let stopping = false;
+  const apiRole = config.role === 'api' || config.role === 'all';
+  const workerRole = config.role === 'worker' || config.role === 'all';
+  const workerCheck = (want: 'live' | 'ready') => ({
+    name: 'worker',
+    check: () => {
+      if (stopping) return undefined;
+      if (!worker) return want === 'ready' ? 'starting' : undefined;
+      const state = worker.getState();
+      if (state === 'RUNNING') return undefined;
+      // Readiness wants RUNNING; liveness fails only once the worker is gone for good.
+      return want === 'ready' || state === 'FAILED' || state === 'STOPPED' ? `worker ${state}` : undefined;
+    },
+  });
+  // First, so the kubelet's probes are answered (not ready yet) while the rest starts.
+  const opsServer = await startOpsServer({
+    ...config.ops,
+    live: workerRole ? [workerCheck('live')] : [],
+    ready: [
+      ...(apiRole
+        ? [{ name: 'hookServer', check: () => (stopping ? 'shutting down' : hookServer ? undefined : 'starting') }]
+        : []),
+      ...(workerRole ? [workerCheck('ready')] : []),
+      { name: 'temporal', informational: true, check: () => temporalProbe.problem() },
+    ],
+  });
+  if (apiRole) {
     const nodeAgents = nodeAgentCheck();
     hookServer = await startHookServer({
       server: config.server,
@@ -63,7 +97,7 @@ export async function run(config: AppConfig): Promise<Running> {
       },
     });
   }
-  if (config.role === 'worker' || config.role === 'all') {
+  if (workerRole) {
     // A MANAGEMENT_KUBECONFIG that cannot be read stops the start here, naming it; none at all
     // starts anyway (and says so): every activity that needs the cluster fails saying the same.
     const management = managementKubeConfig();
@@ -80,16 +114,22 @@ export async function run(config: AppConfig): Promise<Running> {
     );
     workerDone = worker.run();
   }
+  const gauges = worker ? startVisibilityGauges(client) : undefined;
   return {
     ...(hookServer ? { hookServer } : {}),
+    opsServer,
     ...(worker ? { worker } : {}),
     ...(workerDone ? { workerDone } : {}),
     async stop() {
+      stopping = true;
       // Stop taking hook calls first, then let running activities finish.
       await hookServer?.close();
       recorder.close();
       if (worker && worker.getState() === 'RUNNING') worker.shutdown();
       await workerDone;
+      gauges?.stop();
+      temporalProbe.stop();
+      await opsServer.close();
       await connection.close();
     },
   };
@@ -145,7 +185,13 @@ async function main(): Promise<void> {
   }
   // This process owns SIGTERM/SIGINT (the api stops first, then the worker
   // drains); Temporal's runtime would otherwise take them and stop only the worker.
-  Runtime.install({ shutdownSignals: [] });
+  Runtime.install({
+    shutdownSignals: [],
+    // The SDK's own metrics (worker slots, poll and task latencies) on a port of their own.
+    ...(config.temporalSdkMetricsAddress
+      ? { telemetryOptions: { metrics: { prometheus: { bindAddress: config.temporalSdkMetricsAddress } } } }
+      : {}),
+  });
   let running: Running | undefined;
   let stopping = false;
   // Installed before anything starts: a signal during start-up exits at once.

@@ -3,6 +3,7 @@
 // integer retryAfterSeconds on retry hooks), how outages and bugs are
 // answered, and one log line per call. A hook's own code is only the
 // implementation function.
+import { hookRequestDuration } from '../ops/metrics.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { HandlerConfig } from '../config.ts';
 import {
@@ -155,6 +156,11 @@ export function registerHook<H extends HookName>(
       } finally {
         clearTimeout(timer);
       }
+      const retryAfter = (response as { retryAfterSeconds?: number }).retryAfterSeconds ?? 0;
+      hookRequestDuration.observe(
+        { hook, answer: response.status === 'Failure' ? 'failure' : retryAfter > 0 ? 'retry' : 'success' },
+        (performance.now() - started) / 1000,
+      );
       request.log.info(
         {
           hook,

@@ -11,6 +11,7 @@ import {
   type Client,
 } from '@temporalio/client';
 import { NamespaceNotFoundError } from '@temporalio/common';
+import { temporalRequestDuration, type TemporalCallResult } from '../ops/metrics.ts';
 import { BackendUnavailable, HookFailure } from './errors.ts';
 import type { HookContext } from './hook-route.ts';
 
@@ -48,31 +49,59 @@ export async function withinDeadline<T>(
   ctx: Pick<HookContext, 'deadline' | 'signal'> & { log?: HookContext['log'] },
   fn: () => Promise<T>,
 ): Promise<T> {
+  const started = performance.now();
+  const observe = (result: TemporalCallResult) =>
+    temporalRequestDuration.observe({ result }, (performance.now() - started) / 1000);
   try {
-    return await client.connection.withDeadline(ctx.deadline, () => client.connection.withAbortSignal(ctx.signal, fn));
+    const answer = await client.connection.withDeadline(ctx.deadline, () =>
+      client.connection.withAbortSignal(ctx.signal, fn),
+    );
+    observe('ok');
+    return answer;
   } catch (err) {
-    if (err instanceof HookFailure || err instanceof WorkflowNotFoundError || err instanceof WorkflowUpdateFailedError)
-      throw err;
-    // The client turns NOT_FOUND for a namespace into its own error, without the gRPC status.
-    if (err instanceof NamespaceNotFoundError) {
-      ctx.log?.error({ grpcCode: 5, details: err.message }, 'workflow service refused a call');
-      throw new HookFailure(refusalMessage(5, err.message));
-    }
-    const grpc = grpcStatus(err);
-    if (grpc && PERMANENT_CODES.has(grpc.code) && !ctx.signal.aborted) {
-      ctx.log?.error({ grpcCode: grpc.code, details: grpc.details }, 'workflow service refused a call');
-      throw new HookFailure(refusalMessage(grpc.code, grpc.details));
-    }
-    if (
-      err instanceof ServiceError ||
-      err instanceof WorkflowUpdateRPCTimeoutOrCancelledError ||
-      grpc !== undefined ||
-      ctx.signal.aborted ||
-      Date.now() >= ctx.deadline
-    ) {
-      if (grpc) ctx.log?.warn({ grpcCode: grpc.code }, 'workflow service did not answer');
-      throw new BackendUnavailable();
-    }
-    throw err;
+    observe(temporalCallResult(err, ctx));
+    throw mapTemporalError(err, ctx);
   }
+}
+
+function temporalCallResult(err: unknown, ctx: Pick<HookContext, 'deadline' | 'signal'>): TemporalCallResult {
+  // The service answered; the workflow said no.
+  if (err instanceof HookFailure || err instanceof WorkflowUpdateFailedError) return 'ok';
+  if (err instanceof WorkflowNotFoundError) return 'not_found';
+  if (err instanceof NamespaceNotFoundError) return 'refused';
+  const grpc = grpcStatus(err);
+  if (grpc?.code === 5) return 'not_found';
+  if (grpc && PERMANENT_CODES.has(grpc.code) && !ctx.signal.aborted) return 'refused';
+  if (grpc || err instanceof ServiceError || ctx.signal.aborted || Date.now() >= ctx.deadline) return 'unavailable';
+  return 'error';
+}
+
+/** What a hook makes of a failed Temporal call: itself, a HookFailure or BackendUnavailable (the caller throws it). */
+function mapTemporalError(
+  err: unknown,
+  ctx: Pick<HookContext, 'deadline' | 'signal'> & { log?: HookContext['log'] },
+): unknown {
+  if (err instanceof HookFailure || err instanceof WorkflowNotFoundError || err instanceof WorkflowUpdateFailedError)
+    return err;
+  // The client turns NOT_FOUND for a namespace into its own error, without the gRPC status.
+  if (err instanceof NamespaceNotFoundError) {
+    ctx.log?.error({ grpcCode: 5, details: err.message }, 'workflow service refused a call');
+    return new HookFailure(refusalMessage(5, err.message));
+  }
+  const grpc = grpcStatus(err);
+  if (grpc && PERMANENT_CODES.has(grpc.code) && !ctx.signal.aborted) {
+    ctx.log?.error({ grpcCode: grpc.code, details: grpc.details }, 'workflow service refused a call');
+    return new HookFailure(refusalMessage(grpc.code, grpc.details));
+  }
+  if (
+    err instanceof ServiceError ||
+    err instanceof WorkflowUpdateRPCTimeoutOrCancelledError ||
+    grpc !== undefined ||
+    ctx.signal.aborted ||
+    Date.now() >= ctx.deadline
+  ) {
+    if (grpc) ctx.log?.warn({ grpcCode: grpc.code }, 'workflow service did not answer');
+    return new BackendUnavailable();
+  }
+  return err;
 }

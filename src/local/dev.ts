@@ -26,6 +26,9 @@ async function dev(): Promise<void> {
   });
   const config = parseConfig({
     HOOK_SERVER_HOST: '127.0.0.1',
+    OPS_SERVER_HOST: '127.0.0.1',
+    // Any free port unless given: several dev stacks (the CAPI test tier) share a machine.
+    OPS_SERVER_PORT: '0',
     LOG_LEVEL: 'info',
     ...process.env,
     TEMPORAL_ADDRESS: temporal.address,

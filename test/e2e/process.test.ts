@@ -19,6 +19,8 @@ import { waitFor } from '../support/wait.ts';
 describe('the extension process', () => {
   let child: ChildProcess;
   let url: string;
+  let ops: string;
+  let sdkMetrics: string;
   let output = '';
   const exited = () =>
     new Promise<number | null>((resolve) =>
@@ -29,8 +31,13 @@ describe('the extension process', () => {
     const dir = mkdtempSync(join(tmpdir(), 'capi-uo-proc-'));
     writeFileSync(join(dir, 'tls.crt'), testPki().serving.certPem);
     writeFileSync(join(dir, 'tls.key'), testPki().serving.keyPem);
-    const port = await freePort();
+    // Three different free ports (one probe can hand back a port another just released).
+    const ports = new Set<number>();
+    while (ports.size < 3) ports.add(await freePort());
+    const [port, opsPort, sdkPort] = [...ports];
     url = `https://127.0.0.1:${port}`;
+    ops = `http://127.0.0.1:${opsPort}`;
+    sdkMetrics = `http://127.0.0.1:${sdkPort}/metrics`;
     child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', 'src/main.ts'], {
       env: {
         PATH: process.env.PATH,
@@ -43,6 +50,9 @@ describe('the extension process', () => {
         TEMPORAL_NAMESPACE: requireEnv('TEMPORAL_NAMESPACE'),
         TEMPORAL_TASK_QUEUE: `proc-${randomUUID()}`,
         LOG_LEVEL: 'warn',
+        OPS_SERVER_HOST: '127.0.0.1',
+        OPS_SERVER_PORT: String(opsPort),
+        TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${sdkPort}`,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -119,6 +129,37 @@ describe('the extension process', () => {
       url: '/hooks.runtime.cluster.x-k8s.io/v1alpha1/beforeclusterupgrade/before-cluster-upgrade',
     });
     expect(JSON.parse(line ?? '{}').field).toMatch(/namespace/);
+  });
+
+  it('serves /livez, /readyz and /metrics on the ops port, and the SDK metrics on their own', async () => {
+    const live = await fetch(`${ops}/livez`);
+    expect(live.status).toBe(200);
+    expect(await live.json()).toEqual({ status: 'ok', checks: { worker: 'ok' } });
+    expect((await fetch(`${ops}/nothing`)).status).toBe(404);
+    // Readiness lists Temporal's reachability (probed in the background) without depending on it.
+    const ready = await waitFor(
+      async () => (await fetch(`${ops}/readyz`)).json() as Promise<{ status: string; checks: Record<string, string> }>,
+      (r) => r.status === 'ok' && r.checks.temporal === 'ok',
+      15_000,
+    );
+    expect(ready).toEqual({ status: 'ok', checks: { hookServer: 'ok', worker: 'ok', temporal: 'ok' } });
+
+    const metrics = await (await fetch(`${ops}/metrics`)).text();
+    // The calls of the first test, by hook and answer (a gate not open yet answers "retry").
+    expect(metrics).toMatch(
+      /^capi_upgrade_hook_request_duration_seconds_count\{hook="GenerateUpgradePlan",answer="success"\} [1-9]/m,
+    );
+    expect(metrics).toMatch(
+      /^capi_upgrade_hook_request_duration_seconds_count\{hook="BeforeClusterUpgrade",answer="retry"\} [1-9]/m,
+    );
+    expect(metrics).toMatch(/^capi_upgrade_temporal_request_duration_seconds_count\{result="ok"\} [1-9]/m);
+    expect(metrics).toMatch(/^capi_upgrade_temporal_reachable 1$/m);
+    expect(metrics).toMatch(/^process_resident_memory_bytes \d+/m);
+    // The upgrade the gate started shows in the visibility gauges once refreshed (every 30 s: not waited on here).
+    expect(metrics).toMatch(/^# TYPE capi_upgrade_cluster_upgrades gauge$/m);
+
+    const sdk = await (await fetch(sdkMetrics)).text();
+    expect(sdk).toMatch(/temporal_worker_task_slots_available|temporal_num_pollers/);
   });
 
   it('stops cleanly on SIGTERM', async () => {

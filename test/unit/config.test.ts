@@ -14,6 +14,8 @@ describe('parseConfig', () => {
       bodyLimitBytes: 10 * 1024 * 1024,
     });
     expect(c.server.clientCaFile).toBeUndefined();
+    expect(c.ops).toEqual({ host: '0.0.0.0', port: 8080 });
+    expect(c.temporalSdkMetricsAddress).toBeUndefined();
     expect(c.handlers).toHaveLength(13);
     expect(c.handlers.every((h) => h.enabled && h.timeoutSeconds === 10)).toBe(true);
   });
@@ -28,6 +30,7 @@ describe('parseConfig', () => {
         HOOKS_DISABLED: 'BeforeLunch',
         HOOK_CAN_UPDATE_MACHINE_NAME: 'Not_A_Label',
         ROLE: 'both',
+        OPS_SERVER_PORT: '70000',
       });
     } catch (err) {
       error = err;
@@ -41,6 +44,7 @@ describe('parseConfig', () => {
       'HOOKS_DISABLED',
       'HOOK_CAN_UPDATE_MACHINE_NAME',
       'ROLE',
+      'OPS_SERVER_PORT',
     ]) {
       expect(problems).toContain(name);
     }

@@ -1,0 +1,61 @@
+// Prometheus metrics of this process, served at /metrics on the ops port
+// (src/ops/ops-server.ts). Names follow Prometheus conventions: a
+// `capi_upgrade_` prefix, base units (seconds), `_total` on counters. The
+// Temporal SDK's own runtime metrics (worker slots, task latencies) are served
+// by its core on a port of their own (TEMPORAL_SDK_METRICS_ADDRESS).
+import { collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+export const registry = new Registry();
+// process_* and nodejs_* as every Node exporter names them (dashboards expect those names).
+collectDefaultMetrics({ register: registry });
+
+/** Hook calls answer in milliseconds; CAPI's own deadline is 1–30 s. */
+const HOOK_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+export type HookAnswer = 'success' | 'failure' | 'retry';
+
+export const hookRequestDuration = new Histogram({
+  name: 'capi_upgrade_hook_request_duration_seconds',
+  help: 'Time to answer a Runtime Extension hook call, by hook and answer (success, failure, retry: a blocking hook answering Success with retryAfterSeconds > 0).',
+  labelNames: ['hook', 'answer'] as const,
+  buckets: HOOK_BUCKETS,
+  registers: [registry],
+});
+
+export type TemporalCallResult = 'ok' | 'not_found' | 'refused' | 'unavailable' | 'error';
+
+export const temporalRequestDuration = new Histogram({
+  name: 'capi_upgrade_temporal_request_duration_seconds',
+  help: 'Time of a call to the Temporal frontend made while answering a hook, by result (ok, not_found, refused: a permanent gRPC error, unavailable: no answer within the deadline, error).',
+  labelNames: ['result'] as const,
+  buckets: HOOK_BUCKETS,
+  registers: [registry],
+});
+
+export const temporalReachable = new Gauge({
+  name: 'capi_upgrade_temporal_reachable',
+  help: '1 when the last probe of the Temporal frontend (GetSystemInfo, every 10 s) answered, else 0.',
+  registers: [registry],
+});
+
+export const upgradesByPhase = new Gauge({
+  name: 'capi_upgrade_cluster_upgrades',
+  help: 'Running cluster upgrade workflows by phase (from Temporal visibility, refreshed every 30 s).',
+  labelNames: ['phase'] as const,
+  registers: [registry],
+});
+
+export const machineUpdatesInFlight = new Gauge({
+  name: 'capi_upgrade_machine_updates_in_flight',
+  help: 'Running in-place machine update workflows by phase (from Temporal visibility, refreshed every 30 s).',
+  labelNames: ['phase'] as const,
+  registers: [registry],
+});
+
+export const nodeDrainDuration = new Histogram({
+  name: 'capi_upgrade_node_drain_duration_seconds',
+  help: 'Time one drain activity attempt took, by result (drained, failed, cancelled).',
+  labelNames: ['result'] as const,
+  buckets: [0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600],
+  registers: [registry],
+});
