@@ -1,6 +1,7 @@
 // Process configuration from environment variables, parsed once at start into
 // a typed object. Every problem is reported at once, naming the variable.
 import { parseGoDuration } from './domain/durations.ts';
+import type { TemporalConnectionSettings, TemporalTlsSettings } from './temporal-connection.ts';
 import { defaultHandlerName, hookCatalog, hookNames, type FailurePolicy, type HookName } from './api/contract.ts';
 
 export type Role = 'all' | 'api' | 'worker';
@@ -37,9 +38,8 @@ export interface OpsConfig {
   port: number;
 }
 
-export interface TemporalConfig {
-  address: string;
-  namespace: string;
+/** Where and how to reach Temporal (src/temporal-connection.ts), and the task queue. */
+export interface TemporalConfig extends TemporalConnectionSettings {
   taskQueue: string;
 }
 
@@ -189,6 +189,34 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     nodeUpgradePollMs: duration('NODE_UPGRADE_POLL_INTERVAL', 500, 100, 5_000),
   };
 
+  /** TLS, mTLS and API key settings, each problem named. */
+  function temporalSecurity(): Pick<TemporalConfig, 'tls' | 'apiKeyFile' | 'apiKey'> {
+    const file = (name: string) => env[name] || undefined;
+    const tlsFiles: TemporalTlsSettings = {
+      ...(file('TEMPORAL_TLS_CA_FILE') ? { caFile: file('TEMPORAL_TLS_CA_FILE') } : {}),
+      ...(file('TEMPORAL_TLS_SERVER_NAME') ? { serverName: file('TEMPORAL_TLS_SERVER_NAME') } : {}),
+      ...(file('TEMPORAL_TLS_CERT_FILE') ? { certFile: file('TEMPORAL_TLS_CERT_FILE') } : {}),
+      ...(file('TEMPORAL_TLS_KEY_FILE') ? { keyFile: file('TEMPORAL_TLS_KEY_FILE') } : {}),
+    };
+    if (Boolean(tlsFiles.certFile) !== Boolean(tlsFiles.keyFile))
+      problems.push('TEMPORAL_TLS_CERT_FILE and TEMPORAL_TLS_KEY_FILE: set both (mTLS) or neither');
+    const apiKeyFile = file('TEMPORAL_API_KEY_FILE');
+    const apiKey = file('TEMPORAL_API_KEY');
+    if (apiKeyFile && apiKey) problems.push('TEMPORAL_API_KEY and TEMPORAL_API_KEY_FILE: set one, not both');
+    const anyTls = Object.keys(tlsFiles).length > 0;
+    // On when asked, or when anything needs it; an API key never travels in clear text.
+    const tls = bool('TEMPORAL_TLS', anyTls || Boolean(apiKeyFile || apiKey));
+    if (!tls && anyTls)
+      problems.push(`TEMPORAL_TLS=false contradicts ${Object.keys(tlsFiles).length} TLS setting(s) (TEMPORAL_TLS_*)`);
+    if (!tls && (apiKeyFile || apiKey))
+      problems.push('TEMPORAL_TLS=false: an API key (TEMPORAL_API_KEY / TEMPORAL_API_KEY_FILE) needs TLS');
+    return {
+      ...(tls ? { tls: tlsFiles } : {}),
+      ...(apiKeyFile ? { apiKeyFile } : {}),
+      ...(apiKey ? { apiKey } : {}),
+    };
+  }
+
   const config: AppConfig = {
     role: role as Role,
     logLevel: str('LOG_LEVEL', 'info'),
@@ -198,6 +226,8 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       address: str('TEMPORAL_ADDRESS', '127.0.0.1:7233'),
       namespace: str('TEMPORAL_NAMESPACE', 'default'),
       taskQueue: str('TEMPORAL_TASK_QUEUE', 'capi-upgrade-orchestrator'),
+      ...temporalSecurity(),
+      reloadIntervalMs: duration('TEMPORAL_CREDENTIALS_RELOAD_INTERVAL', 30_000, 1_000, 3_600_000),
     },
     ops: { host: str('OPS_SERVER_HOST', '0.0.0.0'), port: int('OPS_SERVER_PORT', 8080, 0, 65535) },
     ...(env.TEMPORAL_SDK_METRICS_ADDRESS ? { temporalSdkMetricsAddress: env.TEMPORAL_SDK_METRICS_ADDRESS } : {}),

@@ -1,6 +1,5 @@
 // Process entry point. ROLE=api serves the hooks, ROLE=worker runs the
 // Temporal worker, ROLE=all (the default) both. SIGTERM/SIGINT drain both.
-import { Client, Connection } from '@temporalio/client';
 import { Runtime, type Worker } from '@temporalio/worker';
 import { BackgroundRecorder } from './api/background-recorder.ts';
 import { createClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
@@ -19,7 +18,16 @@ import { ConfigError, parseConfig, type AppConfig } from './config.ts';
 import { startOpsServer, type OpsServer } from './ops/ops-server.ts';
 import { startTemporalProbe } from './ops/temporal-probe.ts';
 import { startVisibilityGauges } from './ops/visibility-gauges.ts';
+import { NodeUpgradeWatch } from './activities/node-upgrade-watch.ts';
+import { TemporalClients } from './temporal-clients.ts';
+import {
+  connectFailureMessage,
+  readTemporalCredentials,
+  watchTemporalCredentials,
+  type TemporalCredentials,
+} from './temporal-connection.ts';
 import { ensureSearchAttributes } from './temporal-setup.ts';
+import { WorkerHost } from './worker-host.ts';
 import { createWorker } from './worker.ts';
 
 export interface Running {
@@ -33,16 +41,19 @@ export interface Running {
 
 export async function run(config: AppConfig): Promise<Running> {
   let hookServer: HookServer | undefined;
-  let worker: Worker | undefined;
-  let workerDone: Promise<void> | undefined;
+  let workers: WorkerHost | undefined;
+  // Unreadable or invalid credential files stop the start here, naming the setting.
+  const credentials = readTemporalCredentials(config.temporal);
   // Lazy: the hook server starts (and answers "unavailable") while Temporal is down.
-  const connection = Connection.lazy({ address: config.temporal.address });
-  const client = new Client({ connection, namespace: config.temporal.namespace });
-  ensureSearchAttributes(connection, config.temporal.namespace).then(
+  const temporal = new TemporalClients(config.temporal, credentials);
+  const client = temporal.client;
+  ensureSearchAttributes(temporal.connection, config.temporal.namespace).then(
     ({ added }) => added.length > 0 && console.error(`registered search attributes: ${added.join(', ')}`),
     (err: unknown) =>
       console.error(`could not register search attributes (filters in the Web UI need them): ${String(err)}`),
   );
+  const apiRole = config.role === 'api' || config.role === 'all';
+  const workerRole = config.role === 'worker' || config.role === 'all';
   // Lifecycle events recorded off the request path; dropped on stop (CAPI calls again if it cares).
   const recorder = new BackgroundRecorder({
     log: {
@@ -51,18 +62,25 @@ export async function run(config: AppConfig): Promise<Running> {
     },
   });
   // Reachability for /readyz and the metric (the api answers "retry later" while it is down).
-  const temporalProbe = startTemporalProbe((deadline) =>
-    connection.withDeadline(deadline, () => connection.workflowService.getSystemInfo({})),
+  const temporalProbe = startTemporalProbe(
+    (deadline) =>
+      temporal.connection.withDeadline(deadline, () => temporal.connection.workflowService.getSystemInfo({})),
+    10_000,
+    (problem) =>
+      console.error(
+        problem === undefined
+          ? 'Temporal is reachable'
+          : connectFailureMessage(config.temporal, new Error(problem)) +
+              (apiRole ? ': hooks answer "retry later" until it is back' : ''),
+      ),
   );
   let stopping = false;
-  const apiRole = config.role === 'api' || config.role === 'all';
-  const workerRole = config.role === 'worker' || config.role === 'all';
   const workerCheck = (want: 'live' | 'ready') => ({
     name: 'worker',
     check: () => {
       if (stopping) return undefined;
-      if (!worker) return want === 'ready' ? 'starting' : undefined;
-      const state = worker.getState();
+      if (!workers) return want === 'ready' ? 'starting' : undefined;
+      const state = workers.worker.getState();
       if (state === 'RUNNING') return undefined;
       // Readiness wants RUNNING; liveness fails only once the worker is gone for good.
       return want === 'ready' || state === 'FAILED' || state === 'STOPPED' ? `worker ${state}` : undefined;
@@ -97,6 +115,8 @@ export async function run(config: AppConfig): Promise<Running> {
       },
     });
   }
+  let replaceWorker: (credentials: TemporalCredentials) => Promise<void> = async () => undefined;
+  let replacing = Promise.resolve();
   if (workerRole) {
     // A MANAGEMENT_KUBECONFIG that cannot be read stops the start here, naming it; none at all
     // starts anyway (and says so): every activity that needs the cluster fails saying the same.
@@ -104,33 +124,69 @@ export async function run(config: AppConfig): Promise<Running> {
     if (!isManagementClusterConfigured(management)) {
       console.error(`${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: upgrade and machine update activities will fail`);
     }
-    worker = await createWorker(
-      {
-        ...config.temporal,
-        ...(config.workflowBundlePath ? { workflowBundlePath: config.workflowBundlePath } : {}),
-        tuning: config.worker,
-      },
-      { management, ...(config.nodeUpgradeJobImage ? { nodeUpgradeJobImage: config.nodeUpgradeJobImage } : {}) },
-    );
-    workerDone = worker.run();
+    // One watch for node upgrades across worker replacements, completing through the current connection.
+    const upgradeWatch = new NodeUpgradeWatch(() => temporal.asyncCompletion, {
+      pollMs: config.worker.nodeUpgradePollMs,
+    });
+    const newWorker = (credentials: TemporalCredentials) =>
+      createWorker(
+        {
+          ...config.temporal,
+          credentials,
+          ...(config.workflowBundlePath ? { workflowBundlePath: config.workflowBundlePath } : {}),
+          tuning: config.worker,
+        },
+        {
+          management,
+          upgradeWatch,
+          ...(config.nodeUpgradeJobImage ? { nodeUpgradeJobImage: config.nodeUpgradeJobImage } : {}),
+        },
+      );
+    workers = new WorkerHost(await newWorker(credentials));
+    replaceWorker = async (next) => {
+      try {
+        workers?.replace(await newWorker(next));
+        console.error('Temporal TLS credentials changed: worker reconnected');
+      } catch (err) {
+        console.error(`Temporal TLS credentials changed, but ${String(err)}: keeping the current connection`);
+      }
+    };
   }
-  const gauges = worker ? startVisibilityGauges(client) : undefined;
+  const credentialWatch = watchTemporalCredentials(
+    config.temporal,
+    credentials,
+    ({ apiKey, reconnect }) => {
+      if (apiKey !== undefined) {
+        temporal.setApiKey(apiKey);
+        void workers?.worker.options.connection?.setApiKey(apiKey).catch(() => undefined);
+        console.error('Temporal API key reloaded');
+      }
+      if (reconnect) {
+        temporal.reconnect(reconnect);
+        // One replacement at a time, in order.
+        replacing = replacing.then(() => replaceWorker(reconnect));
+      }
+    },
+    (err) => console.error(`Temporal credentials not reloaded: ${err instanceof Error ? err.message : String(err)}`),
+  );
+  const gauges = workers ? startVisibilityGauges(client) : undefined;
   return {
     ...(hookServer ? { hookServer } : {}),
     opsServer,
-    ...(worker ? { worker } : {}),
-    ...(workerDone ? { workerDone } : {}),
+    ...(workers ? { worker: workers.worker, workerDone: workers.done } : {}),
     async stop() {
       stopping = true;
+      credentialWatch.stop();
       // Stop taking hook calls first, then let running activities finish.
       await hookServer?.close();
       recorder.close();
-      if (worker && worker.getState() === 'RUNNING') worker.shutdown();
-      await workerDone;
+      await replacing;
+      workers?.shutdown();
+      await workers?.done;
       gauges?.stop();
       temporalProbe.stop();
       await opsServer.close();
-      await connection.close();
+      await temporal.close();
     },
   };
 }

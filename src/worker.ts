@@ -6,11 +6,18 @@ import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker
 import { createActivities, type ActivityDeps } from './activities/index.ts';
 import { NodeUpgradeWatch } from './activities/node-upgrade-watch.ts';
 import type { WorkerTuning } from './config.ts';
+import {
+  connectFailureMessage,
+  connectionOptions,
+  readTemporalCredentials,
+  type TemporalEndpoint,
+  type TemporalCredentials,
+} from './temporal-connection.ts';
 
-export interface WorkerConfig {
-  address: string;
-  namespace: string;
+export interface WorkerConfig extends TemporalEndpoint {
   taskQueue: string;
+  /** Already read (the process watches them for rotation); else read from the settings now. */
+  credentials?: TemporalCredentials;
   /** Prebuilt bundle (see scripts/bundle-workflows.ts); else bundle from source. */
   workflowBundlePath?: string;
   /** Shut down gracefully within this time on SIGTERM (activities get cancelled after). */
@@ -30,7 +37,13 @@ export function workflowSource(bundlePath?: string): Pick<WorkerOptions, 'workfl
 }
 
 export async function createWorker(config: WorkerConfig, deps: ActivityDeps = {}): Promise<Worker> {
-  const connection = await NativeConnection.connect({ address: config.address });
+  const credentials = config.credentials ?? readTemporalCredentials(config);
+  let connection: NativeConnection;
+  try {
+    connection = await NativeConnection.connect(connectionOptions(config, credentials));
+  } catch (err) {
+    throw new Error(connectFailureMessage(config, err), { cause: err });
+  }
   const { nodeUpgradePollMs, ...workerOptions } = config.tuning ?? { nodeUpgradePollMs: 500 };
   // Node upgrades are waited on here, outside activity slots (completed asynchronously).
   const upgradeWatch =

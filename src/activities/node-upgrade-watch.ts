@@ -45,10 +45,11 @@ export class NodeUpgradeWatch {
   private readonly pollMs: number;
   private readonly concurrency: number;
   private timer: NodeJS.Timeout | undefined;
-  private readonly client: AsyncCompletionClient;
+  private readonly clientOf: () => AsyncCompletionClient;
 
-  constructor(client: AsyncCompletionClient, options: NodeUpgradeWatchOptions = {}) {
-    this.client = client;
+  /** `client` may be a getter: the process replaces its connection when Temporal credentials rotate. */
+  constructor(client: AsyncCompletionClient | (() => AsyncCompletionClient), options: NodeUpgradeWatchOptions = {}) {
+    this.clientOf = typeof client === 'function' ? client : () => client;
     this.pollMs = options.pollMs ?? 1_000;
     this.concurrency = options.concurrency ?? 16;
   }
@@ -99,7 +100,7 @@ export class NodeUpgradeWatch {
         verdict = await entry.check(entry.startedAtMs);
       } catch (err) {
         if (err instanceof ApplicationFailure && err.nonRetryable) {
-          await this.finish(key, () => this.client.fail(entry.taskToken, err));
+          await this.finish(key, () => this.clientOf().fail(entry.taskToken, err));
           return;
         }
         // The API server could not be read (unreachable, 5xx): try again next poll. The
@@ -107,20 +108,20 @@ export class NodeUpgradeWatch {
         entry.observed = `last read failed: ${err instanceof Error ? err.message : String(err)}`.slice(0, 200);
       }
       if (verdict?.done) {
-        await this.finish(key, () => this.client.complete(entry.taskToken, { message: verdict.message }));
+        await this.finish(key, () => this.clientOf().complete(entry.taskToken, { message: verdict.message }));
         return;
       }
       if (verdict) entry.observed = verdict.observed;
       if (Date.now() - entry.lastHeartbeatMs < HEARTBEAT_EVERY_MS) return;
       entry.lastHeartbeatMs = Date.now();
       try {
-        await this.client.heartbeat(entry.taskToken, {
+        await this.clientOf().heartbeat(entry.taskToken, {
           startedAtMs: entry.startedAtMs,
           observed: entry.observed,
         } satisfies WaitCheckpoint);
       } catch (err) {
         if (err instanceof ActivityCancelledError) {
-          await this.finish(key, () => this.client.reportCancellation(entry.taskToken));
+          await this.finish(key, () => this.clientOf().reportCancellation(entry.taskToken));
         } else if (err instanceof ActivityNotFoundError) {
           this.entries.delete(key);
         }

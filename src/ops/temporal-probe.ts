@@ -9,11 +9,18 @@ export interface TemporalProbe {
   stop(): void;
 }
 
-export function startTemporalProbe(ping: (deadline: number) => Promise<unknown>, intervalMs = 10_000): TemporalProbe {
+/** `onChange` hears the first answer and every change after it (for one log line per change). */
+export function startTemporalProbe(
+  ping: (deadline: number) => Promise<unknown>,
+  intervalMs = 10_000,
+  onChange?: (problem: string | undefined) => void,
+): TemporalProbe {
   let problem: string | undefined = 'not probed yet';
+  let first = true;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   const round = async () => {
+    const before = problem;
     try {
       await ping(Date.now() + Math.min(5_000, intervalMs));
       problem = undefined;
@@ -23,6 +30,8 @@ export function startTemporalProbe(ping: (deadline: number) => Promise<unknown>,
       problem = `unreachable${typeof code === 'number' ? ` (gRPC code ${code})` : ''}`;
     }
     temporalReachable.set(problem === undefined ? 1 : 0);
+    if (!stopped && (first || problem !== before)) onChange?.(problem);
+    first = false;
     if (!stopped) timer = setTimeout(() => void round(), intervalMs).unref();
   };
   void round();

@@ -1,65 +1,38 @@
 // The real process, as the image runs it: `node src/main.ts` under Node's own
 // ESM loader (jest's module system hides interop problems that this catches),
 // both roles, against the run's Temporal server; then SIGTERM.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { HOOKS_API_VERSION } from '../../src/api/contract.ts';
 import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
-import { freePort } from '../../src/local/temporal-dev-server.ts';
 import { callHook } from '../support/capi-client.ts';
 import { sampleRequest } from '../support/capi-fixtures.ts';
 import { testPki } from '../support/pki.ts';
+import { freePorts, startExtensionProcess, type ExtensionProcess } from '../support/extension-process.ts';
 import { requireEnv } from '../support/services.ts';
 import { waitFor } from '../support/wait.ts';
 
 describe('the extension process', () => {
-  let child: ChildProcess;
+  let proc: ExtensionProcess;
   let url: string;
   let ops: string;
   let sdkMetrics: string;
-  let output = '';
-  const exited = () =>
-    new Promise<number | null>((resolve) =>
-      child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', (code) => resolve(code)),
-    );
+  const output = () => proc.output();
 
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'capi-uo-proc-'));
-    writeFileSync(join(dir, 'tls.crt'), testPki().serving.certPem);
-    writeFileSync(join(dir, 'tls.key'), testPki().serving.keyPem);
-    // Three different free ports (one probe can hand back a port another just released).
-    const ports = new Set<number>();
-    while (ports.size < 3) ports.add(await freePort());
-    const [port, opsPort, sdkPort] = [...ports];
-    url = `https://127.0.0.1:${port}`;
-    ops = `http://127.0.0.1:${opsPort}`;
+    const [sdkPort] = await freePorts(1);
     sdkMetrics = `http://127.0.0.1:${sdkPort}/metrics`;
-    child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', 'src/main.ts'], {
-      env: {
-        PATH: process.env.PATH,
-        HOME: process.env.HOME,
-        ROLE: 'all',
-        HOOK_SERVER_HOST: '127.0.0.1',
-        HOOK_SERVER_PORT: String(port),
-        TLS_CERT_DIR: dir,
-        TEMPORAL_ADDRESS: requireEnv('TEMPORAL_ADDRESS'),
-        TEMPORAL_NAMESPACE: requireEnv('TEMPORAL_NAMESPACE'),
-        TEMPORAL_TASK_QUEUE: `proc-${randomUUID()}`,
-        LOG_LEVEL: 'warn',
-        OPS_SERVER_HOST: '127.0.0.1',
-        OPS_SERVER_PORT: String(opsPort),
-        TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${sdkPort}`,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    proc = await startExtensionProcess({
+      ROLE: 'all',
+      TEMPORAL_ADDRESS: requireEnv('TEMPORAL_ADDRESS'),
+      TEMPORAL_NAMESPACE: requireEnv('TEMPORAL_NAMESPACE'),
+      TEMPORAL_TASK_QUEUE: `proc-${randomUUID()}`,
+      TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${sdkPort}`,
     });
-    child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
+    url = proc.hookUrl;
+    ops = proc.opsUrl;
     for (let i = 0; i < 150; i++) {
-      if (child.exitCode !== null) throw new Error(`process exited with ${child.exitCode}:\n${output}`);
+      if (proc.child.exitCode !== null) throw new Error(`process exited with ${proc.child.exitCode}:\n${output()}`);
       const ok = await callHook(
         url,
         DISCOVERY_PATH,
@@ -72,11 +45,9 @@ describe('the extension process', () => {
       if (ok) return;
       await new Promise((r) => setTimeout(r, 200));
     }
-    throw new Error(`process never answered discovery:\n${output}`);
+    throw new Error(`process never answered discovery:\n${output()}`);
   });
-  afterAll(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
+  afterAll(() => proc.kill());
 
   it('boots both roles and answers hooks over HTTPS', async () => {
     const plan = await callHook(
@@ -119,7 +90,10 @@ describe('the extension process', () => {
     );
     expect(refused.statusCode).toBe(400);
     const line = await waitFor(
-      async () => output.split('\n').find((l) => l.includes('"request rejected"')),
+      async () =>
+        output()
+          .split('\n')
+          .find((l) => l.includes('"request rejected"')),
       (l) => l !== undefined,
       5_000,
     );
@@ -163,11 +137,11 @@ describe('the extension process', () => {
   });
 
   it('stops cleanly on SIGTERM', async () => {
-    const done = exited();
-    child.kill('SIGTERM');
+    const done = proc.exited();
+    proc.child.kill('SIGTERM');
     const code = await Promise.race([done, new Promise<string>((r) => setTimeout(() => r('still running'), 30_000))]);
-    if (code !== 0) console.error(output);
+    if (code !== 0) console.error(output());
     expect(code).toBe(0);
-    expect(output).not.toMatch(/Error|error:/);
+    expect(output()).not.toMatch(/Error|error:/);
   });
 });

@@ -12,6 +12,8 @@ export interface TestPki {
   otherCa: PemPair;
   clientCa: PemPair;
   client: PemPair;
+  /** A second client certificate from clientCa, for rotation tests. */
+  clientRotated: PemPair;
   /** A client certificate from a CA the server does not trust. */
   rogueClient: PemPair;
 }
@@ -33,6 +35,7 @@ export function writeTestPki(file: string): void {
     otherCa: createCertificateAuthority('someone else'),
     clientCa,
     client: issueCertificate(clientCa, { commonName: 'capi-controller-manager', usage: 'client' }),
+    clientRotated: issueCertificate(clientCa, { commonName: 'capi-upgrade-orchestrator-rotated', usage: 'client' }),
     rogueClient: issueCertificate(createCertificateAuthority('rogue'), { commonName: 'rogue', usage: 'client' }),
   };
   writeFileSync(file, JSON.stringify(pki));

@@ -1,0 +1,83 @@
+// The extension as the image runs it: `node src/main.ts` in a child process,
+// with the environment given on top of a minimal one, its hook server and ops
+// endpoint on free loopback ports, and its output kept for assertions.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort } from '../../src/local/temporal-dev-server.ts';
+import { testPki } from './pki.ts';
+import { waitFor } from './wait.ts';
+
+export interface ExtensionProcess {
+  child: ChildProcess;
+  /** https://127.0.0.1:<port> */
+  hookUrl: string;
+  /** http://127.0.0.1:<port> */
+  opsUrl: string;
+  output(): string;
+  exited(): Promise<number | null>;
+  /** /readyz until it says ok (or the process exits). */
+  ready(timeoutMs?: number): Promise<void>;
+  kill(): void;
+}
+
+/** `count` different free ports (one probe can hand back a port another just released). */
+export async function freePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) ports.add(await freePort());
+  return [...ports];
+}
+
+export async function startExtensionProcess(env: Record<string, string>): Promise<ExtensionProcess> {
+  const dir = mkdtempSync(join(tmpdir(), 'capi-uo-proc-'));
+  writeFileSync(join(dir, 'tls.crt'), testPki().serving.certPem);
+  writeFileSync(join(dir, 'tls.key'), testPki().serving.keyPem);
+  const [hookPort, opsPort] = await freePorts(2);
+  let output = '';
+  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', 'src/main.ts'], {
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      HOOK_SERVER_HOST: '127.0.0.1',
+      HOOK_SERVER_PORT: String(hookPort),
+      OPS_SERVER_HOST: '127.0.0.1',
+      OPS_SERVER_PORT: String(opsPort),
+      TLS_CERT_DIR: dir,
+      LOG_LEVEL: 'warn',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
+  const opsUrl = `http://127.0.0.1:${opsPort}`;
+  const exited = () =>
+    new Promise<number | null>((resolve) =>
+      child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', (code) => resolve(code)),
+    );
+  return {
+    child,
+    hookUrl: `https://127.0.0.1:${hookPort}`,
+    opsUrl,
+    output: () => output,
+    exited,
+    async ready(timeoutMs = 30_000) {
+      const status = await waitFor(
+        async () => {
+          if (child.exitCode !== null) return 'exited';
+          return fetch(`${opsUrl}/readyz`).then(
+            async (r) => ((await r.json()) as { status: string }).status,
+            () => 'no answer',
+          );
+        },
+        (s) => s === 'ok' || s === 'exited',
+        timeoutMs,
+      );
+      if (status !== 'ok') throw new Error(`the extension is not ready (${status}); its output:\n${output}`);
+    },
+    kill() {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    },
+  };
+}
