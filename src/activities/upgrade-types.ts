@@ -36,6 +36,24 @@ export interface CapacityReadiness {
   pending: string[];
 }
 
+/** Stable reasons of the Events on a Cluster (kubectl get events --field-selector reason=...). */
+export type ClusterEventReason =
+  | 'UpgradeStarted'
+  | 'UpgradeStepWaiting'
+  | 'UpgradeStepOpened'
+  | 'UpgradeFailed'
+  | 'UpgradeAborted'
+  | 'UpgradeCompleted';
+
+export interface ClusterEventInput {
+  cluster: ClusterRef;
+  reason: ClusterEventReason;
+  type: 'Normal' | 'Warning';
+  message: string;
+  /** Names the Event: the same key is the same Event (retries add none). */
+  key: string;
+}
+
 export interface UpgradeActivities {
   checkClusterHealth(input: HealthCheckInput): Promise<HealthReport>;
   /** Scales every MachineDeployment of the cluster up by `count`, recording what it did on the object (idempotent). */
@@ -44,4 +62,6 @@ export interface UpgradeActivities {
   checkReservedCapacity(input: { cluster: ClusterRef }): Promise<CapacityReadiness>;
   /** Undoes reserveCapacity from what it recorded (idempotent; a no-op when nothing is reserved). */
   releaseCapacity(input: { cluster: ClusterRef }): Promise<ReservedCapacity[]>;
+  /** A Kubernetes Event on the Cluster (best effort: the workflow never fails on it). */
+  recordClusterEvent(input: ClusterEventInput): Promise<void>;
 }

@@ -2,6 +2,7 @@
 // workload cluster and capacity reservation through the Cluster API objects in
 // the management cluster. Every activity is idempotent, and heartbeats so that
 // the workflow's abort reaches it even while a Kubernetes call hangs.
+import { createClusterEventActivities } from './cluster-events.ts';
 import {
   CoreV1Api,
   CustomObjectsApi,
@@ -50,6 +51,7 @@ export function createUpgradeActivities(deps: UpgradeActivityDeps): UpgradeActiv
   const custom = apiClient(deps.management, CustomObjectsApi);
   const capi = new CapiObjects(custom);
   return {
+    ...createClusterEventActivities(deps.management),
     async checkClusterHealth(input: HealthCheckInput): Promise<HealthReport> {
       return await heartbeating(async () => {
         const kc = await workloadKubeConfig(deps.management, input.cluster);

@@ -11,9 +11,11 @@ import {
   continueAsNew,
   isCancellation,
   patched,
+  proxyActivities,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
+import type { UpgradeActivities } from '../activities/upgrade-types.ts';
 import type { ClusterUpgradeInput, ClusterUpgradeStatus } from '../model/cluster-upgrade.ts';
 import { gateKey } from '../model/cluster-upgrade.ts';
 import { clusterUpgradeWorkflowV1 } from './legacy/cluster-upgrade-v1.ts';
@@ -31,9 +33,27 @@ import { iso, UpgradeState } from './cluster-upgrade/state.ts';
 /** Marks executions of this version: histories without it replay on the v1 code. */
 export const CLUSTER_UPGRADE_V2 = 'cluster-upgrade-v2';
 
+/** Marks executions that record Kubernetes Events on the Cluster. */
+export const CLUSTER_UPGRADE_EVENTS = 'cluster-upgrade-events';
+
+// Events are best effort: a few quick tries, then the upgrade goes on without it.
+const eventActivities = proxyActivities<UpgradeActivities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', maximumAttempts: 3 },
+});
+
+/** Before the run ends or continues as new: its Events recorded, its handlers done. */
+async function settled(s: UpgradeState): Promise<void> {
+  await s.events.settled();
+  await condition(allHandlersFinished);
+}
+
 export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promise<ClusterUpgradeStatus> {
   if (!patched(CLUSTER_UPGRADE_V2)) return await clusterUpgradeWorkflowV1(input);
-  const s = new UpgradeState(input);
+  const s = new UpgradeState(
+    input,
+    patched(CLUSTER_UPGRADE_EVENTS) ? (e) => eventActivities.recordClusterEvent(e) : undefined,
+  );
   const status = s.status;
 
   setHandler(recordHookUpdate, (call) => s.accept(call), {
@@ -76,20 +96,20 @@ export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promis
       await releaseCapacity(s);
       s.setCondition(status.conditions, 'Aborted', 'True', 'Superseded', reason);
       s.setPhase('Aborted', reason);
-      await condition(allHandlersFinished);
+      await settled(s);
       return await continueAsNew<typeof clusterUpgradeWorkflow>({ cluster: status.cluster, firstCall: next });
     }
     if (s.halted()) {
       if ((await hold(s)) === 'end') {
         status.completeTime = iso(Date.now());
         s.publish();
-        await condition(allHandlersFinished);
+        await settled(s);
         return status;
       }
       continue;
     }
     if (s.queue.length === 0 && workflowInfo().continueAsNewSuggested) {
-      await condition(allHandlersFinished);
+      await settled(s);
       return await continueAsNew<typeof clusterUpgradeWorkflow>({
         cluster: status.cluster,
         firstCall: input.firstCall,
@@ -109,7 +129,7 @@ export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promis
     // An interrupted step runs again after a resume; a failed one was put back by fail().
     if (!opened && status.phase !== 'Failed') s.queue.unshift(call);
     if (opened && call.hook === 'AfterClusterUpgrade') {
-      await condition(allHandlersFinished);
+      await settled(s);
       return status;
     }
   }

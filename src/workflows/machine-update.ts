@@ -33,6 +33,7 @@ import {
 } from '@temporalio/workflow';
 import type {
   DrainOptions,
+  MachineEventInput,
   MachineEventReason,
   MachineRef,
   MachineUpdateActivities,
@@ -57,6 +58,7 @@ import {
   type MachineUpdateStatus,
 } from '../model/machine-update.ts';
 import { machineUpdateWorkflowV1 } from './legacy/machine-update-v1.ts';
+import { EventChain } from './event-chain.ts';
 import { machineUpdateSlotsWorkflow } from './machine-update-slots.ts';
 import { formatDuration } from '../domain/durations.ts';
 import { MachineUpdateState } from './machine-update/state.ts';
@@ -106,23 +108,16 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   const { status } = state;
   // Events run beside the steps, one after another (so they keep their order on the Machine);
   // the run waits for them only before it ends (or sits in Failed).
-  let eventChain: Promise<void> = Promise.resolve();
+  const events = new EventChain(
+    recordsEvents ? (e: MachineEventInput) => eventActivities.recordMachineEvent(e) : undefined,
+  );
   const event = (reason: MachineEventReason, type: 'Normal' | 'Warning', message: string) => {
-    if (!recordsEvents) return;
     const { workflowId, runId } = workflowInfo();
     const key = `${workflowId}/${runId}/${status.attempt ?? 1}/${reason}`;
-    const previous = eventChain;
-    eventChain = CancellationScope.nonCancellable(async () => {
-      await previous;
-      try {
-        await eventActivities.recordMachineEvent({ machine: input.machine, reason, type, message, key });
-      } catch {
-        // An Event never fails an update (no RBAC for events, API server busy).
-      }
-    });
+    events.add({ machine: input.machine, reason, type, message, key });
   };
   const eventsRecorded = async () => {
-    await eventChain;
+    await events.settled();
   };
   let abortReason: string | undefined;
   let skipDrain = false;

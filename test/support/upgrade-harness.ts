@@ -10,6 +10,7 @@ import { hookPath } from '../../src/api/hook-route.ts';
 import { CancelledFailure, Context } from '@temporalio/activity';
 import type {
   CapacityReadiness,
+  ClusterEventInput,
   HealthCheckInput,
   HealthReport,
   UpgradeActivities,
@@ -26,7 +27,15 @@ export interface StubUpgradeActivities extends UpgradeActivities {
   health: (input: HealthCheckInput) => HealthReport | Promise<HealthReport>;
   /** What the next capacity readiness checks report. */
   capacity: () => CapacityReadiness;
-  calls: { health: HealthCheckInput[]; reserve: number; release: number; capacity: number; cancelled: number };
+  calls: {
+    health: HealthCheckInput[];
+    reserve: number;
+    release: number;
+    capacity: number;
+    cancelled: number;
+    /** Events recorded on the Cluster, in order. */
+    events: ClusterEventInput[];
+  };
 }
 
 export const healthy = (): HealthReport => ({
@@ -49,7 +58,14 @@ export async function hangUntilCancelled(): Promise<never> {
 }
 
 export function stubUpgradeActivities(): StubUpgradeActivities {
-  const calls = { health: [] as HealthCheckInput[], reserve: 0, release: 0, capacity: 0, cancelled: 0 };
+  const calls = {
+    health: [] as HealthCheckInput[],
+    reserve: 0,
+    release: 0,
+    capacity: 0,
+    cancelled: 0,
+    events: [] as ClusterEventInput[],
+  };
   let reserved: ReservedCapacity[] = [];
   const stub: StubUpgradeActivities = {
     calls,
@@ -72,6 +88,9 @@ export function stubUpgradeActivities(): StubUpgradeActivities {
     async checkReservedCapacity() {
       calls.capacity++;
       return stub.capacity();
+    },
+    async recordClusterEvent(input) {
+      calls.events.push(input);
     },
     async releaseCapacity() {
       calls.release++;

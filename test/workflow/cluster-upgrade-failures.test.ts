@@ -5,7 +5,6 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { ApplicationFailure } from '@temporalio/common';
 import { Client } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
@@ -26,7 +25,7 @@ import { callHook } from '../support/capi-client.ts';
 import { cluster } from '../support/capi-fixtures.ts';
 import { startTestHookServer } from '../support/hook-server.ts';
 import { createTestWorker, testClient } from '../support/temporal.ts';
-import { waitFor } from '../support/wait.ts';
+import { settledHistory, waitFor } from '../support/wait.ts';
 
 const noop = (): void => {};
 const quietLogger = { trace: noop, debug: noop, info: noop, warn: noop, error: console.error, log: noop };
@@ -59,18 +58,7 @@ describe('cluster upgrade on a bad day', () => {
   const handle = () => h.client.workflow.getHandle(h.workflowId);
   const status = async () => (await handle().query('status')) as ClusterUpgradeStatus;
   const historyLength = async () => (await handle().fetchHistory()).events?.length ?? 0;
-  /** The history length once the workflow task that follows the last event has completed. */
-  const settledHistoryLength = async () =>
-    (
-      await waitFor(
-        async () => {
-          const events = (await handle().fetchHistory()).events ?? [];
-          const pendingTask = (await handle().describe()).raw.pendingWorkflowTask;
-          return { length: events.length, last: events.at(-1)?.eventType, pendingTask };
-        },
-        (h) => !h.pendingTask && h.last === temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
-      )
-    ).length;
+  const settledHistoryLength = () => settledHistory(h.client, h.workflowId);
 
   beforeEach(async () => {
     h = await startUpgradeHarness();
@@ -112,6 +100,12 @@ describe('cluster upgrade on a bad day', () => {
       (n) => n > 0,
     );
     expect(h.activities.calls.cancelled).toBe(1);
+    // The abort is on the Cluster too, in CAPI's words.
+    const abortEvent = await waitFor(
+      async () => h.activities.calls.events.find((e) => e.reason === 'UpgradeAborted'),
+      (e) => e !== undefined,
+    );
+    expect(abortEvent).toMatchObject({ type: 'Warning', message: ABORTED('change freeze') });
     // Once the cancellation is recorded, hooks the workflow has never seen answer the abort too,
     // and answering them adds nothing to history.
     await waitFor(
@@ -133,7 +127,7 @@ describe('cluster upgrade on a bad day', () => {
     expect(resumed).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     expect(h.activities.calls.health.length).toBe(2);
     expect((await status()).phase).toBe('Upgrading');
-    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-abort-mid-step-and-resume');
+    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-abort-mid-step-and-resume-with-events');
   });
 
   it('aborts between steps: the next hook answers Failure (not "queued"), and resume picks up exactly there', async () => {
@@ -217,7 +211,14 @@ describe('cluster upgrade on a bad day', () => {
     );
     expect(retried).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     expect((await status()).phase).toBe('Upgrading');
-    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-failed-and-retried');
+    // On the Cluster: a Warning with what CAPI is told, then the resumed upgrade.
+    const reasons = h.activities.calls.events.map((e) => e.reason);
+    const failedAt = reasons.indexOf('UpgradeFailed');
+    expect(h.activities.calls.events[failedAt]).toMatchObject({ type: 'Warning', message });
+    expect(h.activities.calls.events.slice(failedAt + 1)).toContainEqual(
+      expect.objectContaining({ reason: 'UpgradeStarted', message: `upgrade to ${TARGET} resumed` }),
+    );
+    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-failed-and-retried-with-events');
   });
 
   it('answers the next hook of a terminated run from a fresh run that records the old one', async () => {
@@ -352,7 +353,7 @@ describe('cluster upgrade on a bad day', () => {
       (a) => a.message?.includes('upgradeAt') ?? false,
     );
     expect(waiting.status).toBe('Success');
-    const before = await historyLength();
+    const before = await settledHistoryLength();
     for (let i = 0; i < 20; i++) await h.call('BeforeClusterUpgrade', bcu(), { annotations: far });
     expect(await historyLength()).toBe(before);
 
@@ -372,7 +373,7 @@ describe('cluster upgrade on a bad day', () => {
     const settled = await historyLength();
     for (let i = 0; i < 10; i++) await h.call('BeforeClusterUpgrade', bcu(), { annotations: soon });
     expect(await historyLength()).toBe(settled);
-    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-policy-changed-while-waiting');
+    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-policy-changed-while-waiting-with-events');
   });
 
   it('waits for reserved capacity to be Ready, fails naming the MachineDeployment, and scales back at once', async () => {
@@ -410,7 +411,7 @@ describe('cluster upgrade on a bad day', () => {
     await h.pollUntilDone('AfterWorkersUpgrade', acpu(TARGET), { annotations });
     await h.pollUntilDone('AfterClusterUpgrade', acpu(TARGET), { annotations });
     expect(h.activities.calls).toMatchObject({ reserve: 2, release: 2 });
-    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-capacity-not-ready-then-retried');
+    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-capacity-not-ready-then-retried-with-events');
   });
 
   it('scales reserved capacity back when aborted while waiting for it', async () => {

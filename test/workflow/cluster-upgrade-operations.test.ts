@@ -51,7 +51,7 @@ describe('operating a cluster upgrade', () => {
       (a) => a.message?.includes('upgradeAt') ?? false,
     );
     expect(resumed).toEqual(waiting);
-    await recordHistoryIfAsked(h.client, wfId(), 'v2-abort-and-resume');
+    await recordHistoryIfAsked(h.client, wfId(), 'v2-abort-and-resume-with-events');
   });
 
   it('supersedes a running upgrade when BeforeClusterUpgrade names a new target', async () => {
@@ -71,7 +71,7 @@ describe('operating a cluster upgrade', () => {
     });
     const current = (await h.client.workflow.getHandle(wfId()).query('status')) as ClusterUpgradeStatus;
     expect(current.targetVersion).toBe(TARGET);
-    await recordHistoryIfAsked(h.client, wfId(), 'v2-superseded', firstRun.runId);
+    await recordHistoryIfAsked(h.client, wfId(), 'v2-superseded-with-events', firstRun.runId);
   });
 
   it('lets BeforeClusterDelete wait until the running upgrade has wound down, releasing reserved capacity', async () => {
@@ -93,7 +93,7 @@ describe('operating a cluster upgrade', () => {
     const result = (await h.client.workflow.getHandle(wfId()).result()) as ClusterUpgradeStatus;
     expect(result).toMatchObject({ phase: 'Aborted', reason: 'cluster is being deleted', reservedCapacity: [] });
     expect(h.activities.calls.release).toBe(1);
-    await recordHistoryIfAsked(h.client, wfId(), 'v2-deleted-during-upgrade');
+    await recordHistoryIfAsked(h.client, wfId(), 'v2-deleted-during-upgrade-with-events');
   });
 
   it('keeps answering (blocking) while no worker runs, and never opens a gate on stale state', async () => {

@@ -3,6 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import type { ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
+import { settledHistory } from '../support/wait.ts';
 import {
   beforeClusterUpgrade,
   driveChainedUpgrade,
@@ -26,7 +27,7 @@ describe('cluster upgrade workflow through the hooks', () => {
   it('runs a chained upgrade v1.30 → v1.33 with capacity reservation, in CAPI order', async () => {
     await driveChainedUpgrade(h, { 'upgrades.capi-orchestrator.io/capacity-reservation': '1' });
     const result = (await handle().result()) as ClusterUpgradeStatus;
-    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-chained-upgrade-with-capacity');
+    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-chained-upgrade-with-capacity-and-events');
     expect(result.phase).toBe('Upgraded');
     expect(result.history.map((e) => [e.version, e.phase])).toEqual(CP_PLAN.map((v) => [v, 'Upgraded']));
     const condition = (type: string) => result.conditions.find((c) => c.type === type);
@@ -50,6 +51,31 @@ describe('cluster upgrade workflow through the hooks', () => {
       'workers@v1.33.0',
       'post@v1.33.0',
     ]);
+    // Kubernetes Events on the Cluster: started, each step waiting and opened, completed; in order, each once.
+    const events = h.activities.calls.events;
+    expect(events[0]).toMatchObject({
+      reason: 'UpgradeStarted',
+      type: 'Normal',
+      message: `upgrade to ${TARGET} started`,
+    });
+    // Done, as the last step opens its gate.
+    expect(events.slice(-2).map((e) => [e.reason, e.message])).toEqual([
+      ['UpgradeCompleted', `upgraded to ${TARGET}`],
+      ['UpgradeStepOpened', `AfterClusterUpgrade ${TARGET}: done`],
+    ]);
+    expect(new Set(events.map((e) => e.key)).size).toBe(events.length);
+    expect(events.every((e) => e.cluster.name === 'prod-1' && e.type === 'Normal')).toBe(true);
+    const opened = events.filter((e) => e.reason === 'UpgradeStepOpened').map((e) => e.message);
+    for (const gate of [
+      'BeforeClusterUpgrade v1.33.0',
+      ...CP_PLAN.map((v) => `AfterControlPlaneUpgrade ${v}`),
+      'AfterWorkersUpgrade v1.33.0',
+      'AfterClusterUpgrade v1.33.0',
+    ])
+      expect(opened.filter((m) => m.startsWith(`${gate}:`))).toHaveLength(1);
+    expect(events.filter((e) => e.reason === 'UpgradeStepWaiting').map((e) => e.message)).toContain(
+      'BeforeClusterUpgrade v1.33.0: running the pre-upgrade health check',
+    );
     // Once done, CAPI's later calls still read "done" from the closed workflow.
     expect(await h.call('AfterClusterUpgrade', { kubernetesVersion: TARGET })).toMatchObject({
       status: 'Success',
@@ -67,7 +93,7 @@ describe('cluster upgrade workflow through the hooks', () => {
     expect(await h.pollUntilDone('BeforeClusterUpgrade', beforeClusterUpgrade())).toMatchObject({
       retryAfterSeconds: 0,
     });
-    const before = (await handle().fetchHistory()).events?.length;
+    const before = await settledHistory(h.client, h.workflowId);
     for (let i = 0; i < 100; i++) {
       expect(await h.call('BeforeClusterUpgrade', beforeClusterUpgrade())).toMatchObject({
         status: 'Success',

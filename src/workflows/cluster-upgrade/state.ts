@@ -2,7 +2,8 @@
 // outside sees (memo, search attributes, the status query), the gates CAPI's
 // hooks answer from, and the reactions to signals and updates. Steps live in
 // steps.ts; the loop that runs them in ../cluster-upgrade.ts.
-import { CancellationScope, condition, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
+import { CancellationScope, condition, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import type { ClusterEventInput, ClusterEventReason } from '../../activities/upgrade-types.ts';
 import {
   abortedMessage,
   CLUSTER_UPGRADE_MEMO_KEY,
@@ -22,6 +23,7 @@ import {
   type UpgradePhase,
   type VersionHistory,
 } from '../../model/cluster-upgrade.ts';
+import { EventChain } from '../event-chain.ts';
 import { UpgradePhase as UpgradePhaseAttribute } from '../search-attributes.ts';
 
 export const iso = (ms: number) => new Date(ms).toISOString();
@@ -44,8 +46,13 @@ export class UpgradeState {
   private currentStep: string | undefined;
   private lastMemo = '';
   private lastPhase: UpgradePhase | undefined;
+  /** Kubernetes Events on the Cluster for each phase and gate change; awaited before the run ends. */
+  readonly events: EventChain<ClusterEventInput>;
+  private eventSeq = 0;
 
-  constructor(input: ClusterUpgradeInput) {
+  /** `recordEvent` undefined: no Events (runs started before they existed). */
+  constructor(input: ClusterUpgradeInput, recordEvent?: (event: ClusterEventInput) => Promise<void>) {
+    this.events = new EventChain(recordEvent);
     const first = input.firstCall;
     this.status = input.carried ?? {
       cluster: input.cluster,
@@ -98,7 +105,25 @@ export class UpgradeState {
     }
   }
 
+  /** One Event per change (never per repeated message): keyed by run and sequence, so a retried activity adds none. */
+  private event(reason: ClusterEventReason, type: 'Normal' | 'Warning', message: string): void {
+    const { workflowId, runId } = workflowInfo();
+    const { namespace, name } = this.status.cluster;
+    this.events.add({
+      cluster: { namespace, name },
+      reason,
+      type,
+      message,
+      key: `${workflowId}/${runId}/${++this.eventSeq}`,
+    });
+  }
+
   setGate(call: Pick<HookCall, 'hook' | 'version'>, state: Gate['state'], message: string): void {
+    const before = this.status.gates[gateKey(call.hook, call.version)];
+    if (before?.state !== state || before.message === queuedGate(call).message) {
+      if (state === 'Waiting') this.event('UpgradeStepWaiting', 'Normal', message);
+      if (state === 'Open') this.event('UpgradeStepOpened', 'Normal', message);
+    }
     this.status.gates[gateKey(call.hook, call.version)] = {
       state,
       message,
@@ -138,10 +163,24 @@ export class UpgradeState {
   }
 
   setPhase(phase: UpgradePhase, reason?: string): void {
+    const before = this.status.phase;
     this.status.phase = phase;
     if (reason === undefined) delete this.status.reason;
     else this.status.reason = reason;
+    if (phase !== before) this.phaseEvent(phase, before);
     this.publish();
+  }
+
+  private phaseEvent(phase: UpgradePhase, before: UpgradePhase): void {
+    const target = this.status.targetVersion;
+    if (phase === 'Upgrading')
+      this.event('UpgradeStarted', 'Normal', `upgrade to ${target} ${before === 'Pending' ? 'started' : 'resumed'}`);
+    if (phase === 'Upgraded') this.event('UpgradeCompleted', 'Normal', `upgraded to ${target}`);
+    // The message every hook answers while it is held: what CAPI's conditions show.
+    if (phase === 'Failed')
+      this.event('UpgradeFailed', 'Warning', this.haltedMessage() ?? `upgrade to ${target} failed`);
+    if (phase === 'Aborted')
+      this.event('UpgradeAborted', 'Warning', this.haltedMessage() ?? `upgrade to ${target} aborted`);
   }
 
   // ---- questions the loop and the steps ask ----------------------------------------------
