@@ -30,6 +30,7 @@ COPY --from=build --chown=root:root /app/node_modules ./node_modules
 COPY --from=build --chown=root:root /app/dist ./dist
 # The node upgrade script the job executor runs (tsc does not copy non-TypeScript files).
 COPY --from=build --chown=root:root /app/src/activities/executors/upgrade-node.sh ./dist/activities/executors/
-USER node
+# Numeric (the image's `node` user) so the kubelet can check runAsNonRoot.
+USER 1000:1000
 EXPOSE 9443
 ENTRYPOINT ["node", "dist/main.js"]

@@ -193,7 +193,7 @@ async function main(): Promise<void> {
         ...process.env,
         TEMPORAL_ADDRESS: temporal.address,
         TEMPORAL_NAMESPACE: temporal.namespace,
-        MANAGEMENT_KUBECONFIG: fixtures.testbed().managementKubeconfig,
+        MANAGEMENT_KUBECONFIG: fixtures.testbed().workerKubeconfig,
         WORKFLOW_BUNDLE_PATH: bundle,
       },
       // The image's NODE_OPTIONS (heap sizing), unless BENCH_WORKER_NODE_FLAGS says otherwise.

@@ -107,6 +107,7 @@ down() {
   fi
   rm -rf "$KWOK_WORKDIR" "$KUBECACHEDIR" "$STATE/testbed.json" "$STATE/state.env" \
     "$STATE/management.kubeconfig" "$STATE/workload.kubeconfig" "$STATE/kwokctl-config.yaml" \
+    "$STATE/worker.kubeconfig" "$STATE/api.kubeconfig" "$STATE/workload-scoped.kubeconfig" \
     "$STATE/kwokctl-contexts.kubeconfig"
 }
 
@@ -119,6 +120,20 @@ check_loopback() {
       grep -Ev '^(127\.0\.0\.1|\[::1\]):' | tr '\n' ' ' || true)"
   done
   [ -z "$bad" ] || die "test bed listens on non-loopback addresses: $bad"
+}
+
+# scoped_kubeconfig ADMIN_KUBECONFIG NAMESPACE SERVICEACCOUNT OUT: a kubeconfig for the
+# same server that authenticates with a token of that ServiceAccount (valid 48 h).
+scoped_kubeconfig() {
+  local admin="$1" ns="$2" sa="$3" out="$4" token
+  token="$("$KUBECTL" --kubeconfig "$admin" create token "$sa" -n "$ns" --duration 48h)"
+  "$KUBECTL" config view --raw --flatten --minify --kubeconfig "$admin" >"$out.tmp"
+  "$KUBECTL" --kubeconfig "$out.tmp" config set-credentials "$sa" --token "$token" >/dev/null
+  "$KUBECTL" --kubeconfig "$out.tmp" config set-context --current --user "$sa" >/dev/null
+  # Drop the admin user the minified copy carried.
+  "$KUBECTL" config view --raw --flatten --minify --kubeconfig "$out.tmp" >"$out"
+  rm -f "$out.tmp"
+  chmod 600 "$out"
 }
 
 # shellcheck disable=SC2153 # KWOKCTL comes from tools-k8s.sh (eval in up)
@@ -177,7 +192,7 @@ up() {
   # pod-delete (honours the deletion grace period) and pod-fail (Job pods of image
   # testbed.invalid/fails fail) are ours.
   {
-    cat "$ROOT/test/testbed/kwokctl.yaml"
+    sed "s#__ROOT__#$ROOT#g" "$ROOT/test/testbed/kwokctl.yaml"
     for f in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
         pod/fast/pod-ready pod/fast/pod-complete; do
       printf -- '---\n'
@@ -227,16 +242,28 @@ EOF
   check_loopback
 
   t=$(date +%s)
-  "${km[@]}" apply --server-side --force-conflicts -f "$CAPI_CRDS_DIR" >/dev/null
+  "${km[@]}" apply --server-side --force-conflicts -f "$CAPI_CRDS_DIR" -f "$DEPLOY_CRDS_DIR" >/dev/null
   "${km[@]}" wait --for condition=Established --timeout 60s crd --all >/dev/null
-  log "Cluster API $CAPI_VERSION CRDs established in $(( $(date +%s) - t ))s"
+  log "Cluster API $CAPI_VERSION, cert-manager and ServiceMonitor CRDs established in $(( $(date +%s) - t ))s"
+
+  # The extension's least-privilege identities (config/rbac, config/workload): the
+  # integration tier runs the activities with these tokens, never as admin.
+  t=$(date +%s)
+  local kw=("$KUBECTL" --kubeconfig "$STATE/workload.kubeconfig") sa_ns=capi-upgrade-orchestrator-system
+  "${km[@]}" create namespace "$sa_ns" --dry-run=client -o yaml | "${km[@]}" apply -f - >/dev/null
+  "${km[@]}" apply -n "$sa_ns" -k "$ROOT/config/rbac" >/dev/null
+  "${kw[@]}" apply -k "$ROOT/config/workload" >/dev/null
+  scoped_kubeconfig "$STATE/management.kubeconfig" "$sa_ns" capi-upgrade-orchestrator-worker "$STATE/worker.kubeconfig"
+  scoped_kubeconfig "$STATE/management.kubeconfig" "$sa_ns" capi-upgrade-orchestrator-api "$STATE/api.kubeconfig"
+  scoped_kubeconfig "$STATE/workload.kubeconfig" kube-system capi-upgrade-orchestrator "$STATE/workload-scoped.kubeconfig"
+  log "ServiceAccount kubeconfigs (worker, api, workload) ready in $(( $(date +%s) - t ))s"
 
   if [ "$ns" != default ]; then
     "${km[@]}" create namespace "$ns" --dry-run=client -o yaml | "${km[@]}" apply -f - >/dev/null
   fi
   # Secret as Cluster API writes it: <cluster>-kubeconfig, key "value".
   "${km[@]}" create secret generic "$cluster-kubeconfig" -n "$ns" \
-    --type cluster.x-k8s.io/secret --from-file "value=$STATE/workload.kubeconfig" \
+    --type cluster.x-k8s.io/secret --from-file "value=$STATE/workload-scoped.kubeconfig" \
     --dry-run=client -o yaml |
     "${km[@]}" label --local -f - "cluster.x-k8s.io/cluster-name=$cluster" -o yaml |
     "${km[@]}" apply -f - >/dev/null
@@ -249,6 +276,11 @@ EOF
 {
   "managementKubeconfig": $(json_str "$STATE/management.kubeconfig"),
   "workloadKubeconfig": $(json_str "$STATE/workload.kubeconfig"),
+  "workerKubeconfig": $(json_str "$STATE/worker.kubeconfig"),
+  "apiKubeconfig": $(json_str "$STATE/api.kubeconfig"),
+  "workloadScopedKubeconfig": $(json_str "$STATE/workload-scoped.kubeconfig"),
+  "managementAuditLog": $(json_str "$KWOK_WORKDIR/clusters/$mgmt/logs/audit.log"),
+  "workloadAuditLog": $(json_str "$KWOK_WORKDIR/clusters/$wl/logs/audit.log"),
   "clusterName": $(json_str "$cluster"),
   "namespace": $(json_str "$ns"),
   "kubeconfigSecretName": $(json_str "$cluster-kubeconfig"),

@@ -9,7 +9,9 @@
 # Exported variables: KWOK_KUBE_APISERVER_BINARY, KWOK_KUBE_CONTROLLER_MANAGER_BINARY,
 # KWOK_KUBE_SCHEDULER_BINARY, KWOK_CONTROLLER_BINARY, KWOK_ETCD_BINARY,
 # KWOK_KUBECTL_BINARY, KWOKCTL, KUBECTL, KWOK_STAGES_DIR (kwok's stage YAMLs),
-# CAPI_CRDS_DIR (Cluster API CRD YAMLs), CAPI_VERSION, KUBE_VERSION.
+# CAPI_CRDS_DIR (Cluster API CRD YAMLs), CAPI_VERSION, KUBE_VERSION, DEPLOY_CRDS_DIR
+# (the CRDs config/ refers to beyond Cluster API's: cert-manager's and the
+# Prometheus operator's ServiceMonitor, for `kubectl apply --dry-run=server`).
 # The KWOK_* names are the ones kwokctl reads, so `kwokctl create cluster
 # --runtime binary` uses these local files instead of downloading anything.
 #
@@ -27,6 +29,8 @@ KUBE_VERSION="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3 }' 
 ETCD_VERSION="$(awk '$1 == "require" && $2 == "go.etcd.io/etcd/server/v3" { print $3 }' "$ROOT/tools/etcd/go.mod")"
 KWOK_VERSION="v0.8.0"
 CAPI_VERSION="v1.14.2"
+CERT_MANAGER_VERSION="v1.19.1"
+PROMETHEUS_OPERATOR_VERSION="v0.85.0"
 
 log() { printf '[tools-k8s] %s\n' "$*" >&2; }
 die() { printf '[tools-k8s] error: %s\n' "$*" >&2; exit 1; }
@@ -66,6 +70,7 @@ ETCD_DIR="$TOOLS/etcd-$ETCD_VERSION"
 KWOK_DIR="$TOOLS/kwok-$KWOK_VERSION"
 CRDS_DIR="$TOOLS/cluster-api-crds-$CAPI_VERSION"
 STAGES_DIR="$TOOLS/kwok-stages-$KWOK_VERSION"
+DEPLOY_CRDS_DIR="$TOOLS/deploy-crds-cert-manager-$CERT_MANAGER_VERSION-prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
 
 # --- helpers ---------------------------------------------------------------
 
@@ -228,6 +233,26 @@ if [ ! -f "$CRDS_DIR/.complete" ]; then
   log "Cluster API CRDs ($n files) ready in $(( $(date +%s) - start ))s"
 fi
 
+# --- CRDs of what config/ deploys next to the extension -------------------------------
+
+if [ ! -f "$DEPLOY_CRDS_DIR/.complete" ]; then
+  need_go
+  log "fetching cert-manager $CERT_MANAGER_VERSION and Prometheus operator $PROMETHEUS_OPERATOR_VERSION CRDs (go mod download)"
+  start=$(date +%s)
+  cm_src="$(mod_dir "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION")"
+  po_src="$(mod_dir "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")"
+  tmp="$(mktemp -d "$TOOLS/.deploy-crds.XXXXXX")"
+  for f in "$cm_src"/deploy/crds/cert-manager.io_*.yaml "$po_src"/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml; do
+    [ -f "$f" ] || { rm -rf "$tmp"; die "CRD file missing from the module: $f"; }
+    cp "$f" "$tmp/"
+  done
+  chmod -R u+w,go+rX "$tmp"
+  printf '%s\n' "$CERT_MANAGER_VERSION $PROMETHEUS_OPERATOR_VERSION" >"$tmp/.complete"
+  rm -rf "$DEPLOY_CRDS_DIR"
+  mv "$tmp" "$DEPLOY_CRDS_DIR"
+  log "deployment CRDs ready in $(( $(date +%s) - start ))s"
+fi
+
 # --- kwok stage configurations -------------------------------------------------
 # kwok's own node and pod stages at the kwok release in use, as YAML files laid out
 # as in kwok's kustomize/stage/ (node/fast/node-initialize.yaml, pod/fast/...), so
@@ -269,6 +294,7 @@ out="$(
   echo "export KWOK_STAGES_DIR=$(q "$STAGES_DIR")"
   echo "export CAPI_VERSION=$(q "$CAPI_VERSION")"
   echo "export CAPI_CRDS_DIR=$(q "$CRDS_DIR")"
+  echo "export DEPLOY_CRDS_DIR=$(q "$DEPLOY_CRDS_DIR")"
 )"
 if [ -n "$ENV_FILE" ]; then
   mkdir -p "$(dirname "$ENV_FILE")"

@@ -109,7 +109,7 @@ describe('a workload cluster that cannot be reached', () => {
     hooks = await startTestHookServer({ lifecycle: createClusterUpgradeHandlers({ client, taskQueue }) });
     const created = await createTestWorker({
       taskQueue,
-      activities: createActivities({ management: managementKubeConfig(testbed().managementKubeconfig) }),
+      activities: createActivities({ management: managementKubeConfig(testbed().workerKubeconfig) }),
     });
     worker = { ...created, done: created.worker.run() };
   });

@@ -54,6 +54,7 @@ import {
   waitFor,
   waitForRunningPods,
   workloadApi,
+  createWorkloadNamespace,
 } from '../support/fixtures.ts';
 
 const group = testGroup('mu');
@@ -62,7 +63,7 @@ const wl = workloadApi();
 const mg = managementApi();
 const wlCustom = wl.kc.makeApiClient(CustomObjectsApi);
 const activities = createMachineUpdateActivities({
-  management: managementKubeConfig(testbed().managementKubeconfig),
+  management: managementKubeConfig(testbed().workerKubeconfig),
   workloadNamespace: g,
   pollIntervalMs: 250,
 });
@@ -178,7 +179,7 @@ function startCapacityKeeper(labelSelector: string): { delayMs: number; stop: ()
 const onlyOn = (n: string) => ({ ...group.nodeSelector, [HOSTNAME]: n });
 
 beforeAll(async () => {
-  await Promise.all([createNamespace(wl.core, g), createNamespace(mg.core, g)]);
+  await Promise.all([createWorkloadNamespace(wl, g), createNamespace(mg.core, g)]);
   const webPool = { labels: { [POOL_LABEL]: 'web' } };
   const doomed = kwokNode(group, q);
   doomed.metadata = { ...doomed.metadata, finalizers: ['capi-uo.test/hold'] };
@@ -990,7 +991,7 @@ describe('upgradeNode (job)', () => {
     // The test bed fails Job pods of this image (test/testbed/kwok-pod-fail-stage.yaml) and serves
     // test/testbed/upgrade-job-pod-log.txt as the log of every "upgrade" container (kwok ClusterLogs).
     const failing = createMachineUpdateActivities({
-      management: managementKubeConfig(testbed().managementKubeconfig),
+      management: managementKubeConfig(testbed().workerKubeconfig),
       workloadNamespace: g,
       pollIntervalMs: 250,
       job: { image: 'testbed.invalid/fails', backoffLimit: 0 },

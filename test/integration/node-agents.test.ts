@@ -16,6 +16,7 @@ import {
   testbed,
   testGroup,
   workloadApi,
+  createWorkloadNamespace,
 } from '../support/fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 
@@ -85,11 +86,11 @@ async function writeLease(nodeName: string, renewedSecondsAgo: number): Promise<
 
 let hooks: TestHookServer;
 beforeAll(async () => {
-  await Promise.all([createNamespace(wl.core, g), createNamespace(mg.core, g)]);
+  await Promise.all([createWorkloadNamespace(wl, g), createNamespace(mg.core, g)]);
   await createKubeconfigSecret(mg.core, g, 'wl');
   hooks = await startTestHookServer({
     nodeAgents: createNodeAgentCheck({
-      management: managementKubeConfig(testbed().managementKubeconfig),
+      management: managementKubeConfig(testbed().apiKubeconfig),
       namespace: g,
       cacheMs: 0,
     }),

@@ -41,7 +41,7 @@ describe('node upgrades waited on outside activity slots', () => {
       taskQueue,
       maxConcurrentActivityTaskExecutions: 2,
       activities: createMachineUpdateActivities({
-        management: managementKubeConfig(testbed().managementKubeconfig),
+        management: managementKubeConfig(testbed().workerKubeconfig),
         workloadNamespace: rig.namespace,
         pollIntervalMs: 250,
         upgradeWatch: watch,

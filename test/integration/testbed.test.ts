@@ -33,6 +33,7 @@ import {
   waitFor,
   waitForRunningPods,
   workloadApi,
+  createWorkloadNamespace,
 } from '../support/fixtures.ts';
 
 const group = testGroup('tb');
@@ -54,7 +55,7 @@ async function evict(pod: V1Pod): Promise<number> {
 }
 
 beforeAll(async () => {
-  await Promise.all([createNamespace(wl.core, group.name), createNamespace(mg.core, group.name)]);
+  await Promise.all([createWorkloadNamespace(wl, group.name), createNamespace(mg.core, group.name)]);
   await createNodes(wl.core, [kwokNode(group, n1), kwokNode(group, n2)]);
 });
 
@@ -117,7 +118,7 @@ describe('test bed', () => {
 
   it('shows KWOK node kubelet versions and Ready conditions through the activities client', async () => {
     const tb = testbed();
-    const management = managementKubeConfig(tb.managementKubeconfig);
+    const management = managementKubeConfig(tb.workerKubeconfig);
     const kc = await workloadKubeConfig(management, { namespace: tb.namespace, name: tb.clusterName });
     const core = kc.makeApiClient(CoreV1Api);
 
@@ -149,7 +150,7 @@ describe('test bed', () => {
 
   it('reaches the workload cluster with the kubeconfig read from the management cluster Secret', async () => {
     const tb = testbed();
-    const management = managementKubeConfig(tb.managementKubeconfig);
+    const management = managementKubeConfig(tb.workerKubeconfig);
     const kc = await workloadKubeConfig(management, { namespace: tb.namespace, name: tb.clusterName });
     expect(kc.getCurrentCluster()?.server).toBe(tb.workloadServer);
     const version = await kc.makeApiClient(VersionApi).getCode();
@@ -173,7 +174,7 @@ describe('test bed', () => {
   });
 
   it('reads the kubeconfig Secret at most once per maxAge: within it, not at all', async () => {
-    const management = managementKubeConfig(testbed().managementKubeconfig);
+    const management = managementKubeConfig(testbed().workerKubeconfig);
     const cluster = { namespace: group.name, name: 'cached' };
     await createKubeconfigSecret(mg.core, group.name, cluster.name);
     const first = await workloadKubeConfig(management, cluster, 60_000);
@@ -187,7 +188,7 @@ describe('test bed', () => {
   });
 
   it('marks a missing or unusable kubeconfig Secret non-retryable', async () => {
-    const management = managementKubeConfig(testbed().managementKubeconfig);
+    const management = managementKubeConfig(testbed().workerKubeconfig);
     const missing = await workloadKubeConfig(management, { namespace: group.name, name: 'absent' }).catch(
       (err: unknown) => err,
     );

@@ -34,13 +34,14 @@ import {
   waitFor,
   waitForRunningPods,
   workloadApi,
+  createWorkloadNamespace,
 } from '../support/fixtures.ts';
 
 const group = testGroup('ua');
 const g = group.name;
 const wl = workloadApi();
 const mg = managementApi();
-const activities = createUpgradeActivities({ management: managementKubeConfig(testbed().managementKubeconfig) });
+const activities = createUpgradeActivities({ management: managementKubeConfig(testbed().workerKubeconfig) });
 const cluster = { namespace: g, name: 'prod' };
 const cps = [1, 2, 3].map((i) => `${g}-cp-${i}`);
 const workers = [1, 2, 3, 4, 5, 6, 7].map((i) => `${g}-w-${i}`);
@@ -58,7 +59,7 @@ function check(scope: HealthCheckInput['scope'], extra: Partial<HealthCheckInput
 }
 
 beforeAll(async () => {
-  await Promise.all([createNamespace(wl.core, g), createNamespace(mg.core, g)]);
+  await Promise.all([createWorkloadNamespace(wl, g), createNamespace(mg.core, g)]);
   await createKubeconfigSecret(mg.core, g, cluster.name);
   await Promise.all([
     createNodes(wl.core, [
@@ -525,5 +526,40 @@ describe('failure messages (withStableFailures)', () => {
       type: 'KubernetesApi401',
       nonRetryable: true,
     });
+  });
+});
+
+describe('recordClusterEvent', () => {
+  it('records an Event on the Cluster that kubectl describe finds, once per key, and nothing for a Cluster that is gone', async () => {
+    const input = {
+      cluster,
+      reason: 'UpgradeAborted' as const,
+      type: 'Warning' as const,
+      message: `upgrade to v1.33.0 aborted: change freeze; signal "resume" to continue`,
+      key: `cluster-upgrade/${g}/prod/uid/run-1/7`,
+    };
+    await activities.recordClusterEvent(input);
+    await activities.recordClusterEvent(input); // a retried activity
+    const uid = (
+      (await mg.custom.getNamespacedCustomObject({
+        group: 'cluster.x-k8s.io',
+        version: 'v1beta2',
+        plural: 'clusters',
+        namespace: g,
+        name: cluster.name,
+      })) as { metadata: { uid: string } }
+    ).metadata.uid;
+    const events = (
+      await mg.core.listNamespacedEvent({
+        namespace: g,
+        fieldSelector: `involvedObject.kind=Cluster,involvedObject.name=${cluster.name},involvedObject.uid=${uid}`,
+      })
+    ).items;
+    expect(events.map((e) => [e.type, e.reason, e.message, e.count, e.involvedObject.apiVersion])).toEqual([
+      ['Warning', 'UpgradeAborted', input.message, 1, 'cluster.x-k8s.io/v1beta2'],
+    ]);
+    await activities.recordClusterEvent({ ...input, cluster: { namespace: g, name: 'gone' }, key: 'other' });
+    const none = await mg.core.listNamespacedEvent({ namespace: g, fieldSelector: 'involvedObject.name=gone' });
+    expect(none.items).toEqual([]);
   });
 });

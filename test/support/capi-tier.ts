@@ -88,7 +88,7 @@ async function stopChild(child: ChildProcess): Promise<void> {
 export async function startCapiTier(dir: string, testbedJson: string): Promise<CapiTier> {
   const testbedDir = join(testbedJson, '..');
   const capiDir = join(dir, 'capi');
-  const testbed = JSON.parse(readFileSync(testbedJson, 'utf8')) as { managementKubeconfig: string };
+  const testbed = JSON.parse(readFileSync(testbedJson, 'utf8')) as { workerKubeconfig: string };
   let extension: Awaited<ReturnType<typeof startExtension>> | undefined;
   const stop = async () => {
     if (extension) await stopChild(extension.child);
@@ -97,7 +97,8 @@ export async function startCapiTier(dir: string, testbedJson: string): Promise<C
   try {
     const [capi, started] = await Promise.allSettled([
       script([CAPI_SCRIPT, 'up', testbedDir, capiDir], 30 * 60_000),
-      startExtension(join(dir, 'extension'), testbed.managementKubeconfig),
+      // As deployed: the worker's least-privilege identity (its role covers the api's too).
+      startExtension(join(dir, 'extension'), testbed.workerKubeconfig),
     ]);
     if (started.status === 'fulfilled') extension = started.value;
     if (capi.status === 'rejected') throw capi.reason;

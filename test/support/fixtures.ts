@@ -16,6 +16,7 @@ import {
   KubeConfig,
   PatchStrategy,
   PolicyV1Api,
+  RbacAuthorizationV1Api,
   setHeaderOptions,
   type V1DaemonSet,
   type V1Deployment,
@@ -31,8 +32,19 @@ import { isConflict } from '../../src/activities/kube.ts';
 
 /** scripts/testbed.sh's testbed.json. */
 export interface Testbed {
+  /** Admin: what tests use to set the scene. */
   managementKubeconfig: string;
   workloadKubeconfig: string;
+  /**
+   * What the code under test uses: tokens of the ServiceAccounts bound to exactly the
+   * roles in config/rbac (worker, api) and config/workload (the workload cluster).
+   */
+  workerKubeconfig: string;
+  apiKubeconfig: string;
+  workloadScopedKubeconfig: string;
+  /** The API servers' audit logs (requests of those ServiceAccounts only). */
+  managementAuditLog: string;
+  workloadAuditLog: string;
   /** Cluster API name of the workload cluster ("workload"). */
   clusterName: string;
   /** Namespace of its kubeconfig Secret in the management cluster ("default"). */
@@ -128,6 +140,29 @@ export function testGroup(prefix: string): TestGroup {
 export async function createNamespace(core: CoreV1Api, name: string): Promise<void> {
   try {
     await core.createNamespace({ body: { metadata: { name, labels: { [GROUP_LABEL]: name } } } });
+  } catch (err) {
+    if (!isConflict(err)) throw err;
+  }
+}
+
+/** The workload identity's namespaced rules (config/workload), bound where a test's executors work. */
+export const WORKLOAD_NAMESPACED_ROLE = 'capi-upgrade-orchestrator-workload-namespaced';
+
+/**
+ * A test's namespace in the workload cluster, where the extension's workload identity gets
+ * exactly what it gets in kube-system in production (the executors' objects, Leases).
+ */
+export async function createWorkloadNamespace(api: WorkloadApi, name: string): Promise<void> {
+  await createNamespace(api.core, name);
+  try {
+    await api.kc.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+      namespace: name,
+      body: {
+        metadata: { name: WORKLOAD_NAMESPACED_ROLE, namespace: name },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: WORKLOAD_NAMESPACED_ROLE },
+        subjects: [{ kind: 'ServiceAccount', name: 'capi-upgrade-orchestrator', namespace: 'kube-system' }],
+      },
+    });
   } catch (err) {
     if (!isConflict(err)) throw err;
   }
@@ -653,7 +688,8 @@ export async function patchCapiObject(
 
 /**
  * The `<cluster>-kubeconfig` Secret Cluster API writes, in `namespace`, pointing at the test
- * bed's workload cluster: a Cluster of the test's own namespace reaches the same workload cluster.
+ * bed's workload cluster: a Cluster of the test's own namespace reaches the same workload cluster,
+ * as the least-privilege workload identity (config/workload), never as admin.
  */
 export async function createKubeconfigSecret(core: CoreV1Api, namespace: string, cluster: string): Promise<void> {
   await core.createNamespacedSecret({
@@ -661,7 +697,7 @@ export async function createKubeconfigSecret(core: CoreV1Api, namespace: string,
     body: {
       metadata: { name: `${cluster}-kubeconfig`, namespace, labels: { [CLUSTER_NAME_LABEL]: cluster } },
       type: 'cluster.x-k8s.io/secret',
-      data: { value: readFileSync(testbed().workloadKubeconfig).toString('base64') },
+      data: { value: readFileSync(testbed().workloadScopedKubeconfig).toString('base64') },
     },
   });
 }

@@ -25,6 +25,7 @@ import {
   sleep,
   type TestGroup,
   workloadApi,
+  createWorkloadNamespace,
 } from './fixtures.ts';
 
 export const RIG_OLD_VERSION = 'v1.31.14';
@@ -45,7 +46,7 @@ export async function createMachineUpdateRig(group: TestGroup, count: number): P
   const mg = managementApi();
   const namespace = group.name;
   const cluster = 'wl';
-  await Promise.all([createNamespace(wl.core, namespace), createNamespace(mg.core, namespace)]);
+  await Promise.all([createWorkloadNamespace(wl, namespace), createNamespace(mg.core, namespace)]);
   await createKubeconfigSecret(mg.core, namespace, cluster);
   const nodes = Array.from({ length: count }, (_, i) => `${group.name}-n${i}`);
   const machines = Array.from({ length: count }, (_, i) => `m${i}`);

@@ -1,6 +1,7 @@
 // docker-compose.yml and the Dockerfile cannot run here (no Docker engine);
 // keep them valid and consistent with the code.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { parse } from 'yaml';
 import { imageNodeOptions } from '../../bench/image-node-options.ts';
@@ -49,11 +50,23 @@ describe('Dockerfile', () => {
 
   it('is multi-stage, runs as a non-root user and starts from the prebuilt bundle', () => {
     expect(dockerfile.match(/^FROM /gm)?.length).toBeGreaterThanOrEqual(2);
-    expect(dockerfile).toMatch(/^USER node$/m);
+    // Numeric: the kubelet refuses runAsNonRoot for a user it cannot resolve to a UID.
+    expect(dockerfile).toMatch(/^USER 1000:1000$/m);
     expect(dockerfile).toMatch(/WORKFLOW_BUNDLE_PATH=\/app\/dist\/workflow-bundle\.js/);
     expect(dockerfile).toMatch(/FROM node:24/);
     const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { engines: { node: string } };
     expect(pkg.engines.node).toBe('>=24');
+  });
+
+  it('leaves the dev-only code (src/local) out of the build, and nothing the image runs imports it', () => {
+    const build = JSON.parse(readFileSync('tsconfig.build.json', 'utf8').replace(/^\s*\/\/.*$/gm, '')) as {
+      exclude?: string[];
+    };
+    expect(build.exclude).toContain('src/local');
+    const importers = readdirSync('src', { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.ts') && !f.startsWith('local/'))
+      .filter((f) => /from '(\.\.?\/)+local\//.test(readFileSync(join('src', f), 'utf8')));
+    expect(importers).toEqual([]);
   });
 
   it('ships the node upgrade script where the compiled job executor reads it', () => {

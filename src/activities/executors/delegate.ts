@@ -192,7 +192,7 @@ export function delegateExecution(kc: KubeConfig, namespace: string, input: Node
       if (isConflict(err)) return await ensure(); // created meanwhile (a racing attempt)
       if (!isNotFound(err)) throw err;
       // The CRD is missing, or was just installed by a concurrent update and not yet served here.
-      await ensureCrd(kc);
+      await ensureNodeUpgradeRequestCrd(kc);
       try {
         return (await custom.createNamespacedCustomObject({ ...ref, body })) as NodeUpgradeRequest;
       } catch (again) {
@@ -262,8 +262,12 @@ export function delegateExecution(kc: KubeConfig, namespace: string, input: Node
   };
 }
 
-/** Installs the NodeUpgradeRequest CRD when it is missing and waits until it is served; false if it was there. */
-async function ensureCrd(kc: KubeConfig): Promise<boolean> {
+/**
+ * Installs the NodeUpgradeRequest CRD (a 409 means it is there) and waits until it is served.
+ * Create first, not read first: one request either way, and the same verbs every time
+ * (config/workload grants exactly get and create).
+ */
+export async function ensureNodeUpgradeRequestCrd(kc: KubeConfig): Promise<void> {
   const custom = apiClient(kc, CustomObjectsApi);
   const ref = { group: 'apiextensions.k8s.io', version: 'v1', plural: 'customresourcedefinitions' };
   const name = NODE_UPGRADE_REQUEST_CRD.metadata.name;
@@ -277,14 +281,10 @@ async function ensureCrd(kc: KubeConfig): Promise<boolean> {
   };
   const established = (crd: CrdObject | undefined) =>
     crd?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ?? false;
-  const before = await read();
-  if (before && established(before)) return false;
-  if (!before) {
-    try {
-      await custom.createClusterCustomObject({ ...ref, body: NODE_UPGRADE_REQUEST_CRD });
-    } catch (err) {
-      if (!isConflict(err)) throw err;
-    }
+  try {
+    await custom.createClusterCustomObject({ ...ref, body: NODE_UPGRADE_REQUEST_CRD });
+  } catch (err) {
+    if (!isConflict(err)) throw err;
   }
   // Plain timers: this also runs from the async-completion watch, outside any activity.
   const pause = () => new Promise((r) => setTimeout(r, 500));
@@ -292,7 +292,7 @@ async function ensureCrd(kc: KubeConfig): Promise<boolean> {
     if (established(await read())) {
       // Established, yet the endpoint may need a moment longer to serve.
       await pause();
-      return true;
+      return;
     }
     await pause();
   }
