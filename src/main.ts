@@ -26,6 +26,7 @@ import {
   watchTemporalCredentials,
   type TemporalCredentials,
 } from './temporal-connection.ts';
+import { createLogger, temporalSdkLogger, type Logger } from './log.ts';
 import { ensureSearchAttributes } from './temporal-setup.ts';
 import { WorkerHost } from './worker-host.ts';
 import { createWorker } from './worker.ts';
@@ -39,7 +40,7 @@ export interface Running {
   stop(): Promise<void>;
 }
 
-export async function run(config: AppConfig): Promise<Running> {
+export async function run(config: AppConfig, log: Logger = createLogger(config.logLevel)): Promise<Running> {
   let hookServer: HookServer | undefined;
   let workers: WorkerHost | undefined;
   // Unreadable or invalid credential files stop the start here, naming the setting.
@@ -48,17 +49,17 @@ export async function run(config: AppConfig): Promise<Running> {
   const temporal = new TemporalClients(config.temporal, credentials);
   const client = temporal.client;
   ensureSearchAttributes(temporal.connection, config.temporal.namespace).then(
-    ({ added }) => added.length > 0 && console.error(`registered search attributes: ${added.join(', ')}`),
+    ({ added }) => added.length > 0 && log.info({ added }, 'registered search attributes'),
     (err: unknown) =>
-      console.error(`could not register search attributes (filters in the Web UI need them): ${String(err)}`),
+      log.warn({ err: String(err) }, 'could not register search attributes (filters in the Web UI need them)'),
   );
   const apiRole = config.role === 'api' || config.role === 'all';
   const workerRole = config.role === 'worker' || config.role === 'all';
   // Lifecycle events recorded off the request path; dropped on stop (CAPI calls again if it cares).
   const recorder = new BackgroundRecorder({
     log: {
-      warn: (obj, msg) => console.error(msg, JSON.stringify(obj)),
-      error: (obj, msg) => console.error(msg, JSON.stringify(obj)),
+      warn: (obj, msg) => log.warn(obj, msg),
+      error: (obj, msg) => log.error(obj, msg),
     },
   });
   // Reachability for /readyz and the metric (the api answers "retry later" while it is down).
@@ -67,12 +68,12 @@ export async function run(config: AppConfig): Promise<Running> {
       temporal.connection.withDeadline(deadline, () => temporal.connection.workflowService.getSystemInfo({})),
     10_000,
     (problem) =>
-      console.error(
-        problem === undefined
-          ? 'Temporal is reachable'
-          : connectFailureMessage(config.temporal, new Error(problem)) +
+      problem === undefined
+        ? log.info('Temporal is reachable')
+        : log.error(
+            connectFailureMessage(config.temporal, new Error(problem)) +
               (apiRole ? ': hooks answer "retry later" until it is back' : ''),
-      ),
+          ),
   );
   let stopping = false;
   const workerCheck = (want: 'live' | 'ready') => ({
@@ -99,7 +100,7 @@ export async function run(config: AppConfig): Promise<Running> {
     ],
   });
   if (apiRole) {
-    const nodeAgents = nodeAgentCheck();
+    const nodeAgents = nodeAgentCheck(log);
     hookServer = await startHookServer({
       server: config.server,
       logLevel: config.logLevel,
@@ -122,7 +123,7 @@ export async function run(config: AppConfig): Promise<Running> {
     // starts anyway (and says so): every activity that needs the cluster fails saying the same.
     const management = managementKubeConfig();
     if (!isManagementClusterConfigured(management)) {
-      console.error(`${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: upgrade and machine update activities will fail`);
+      log.error(`${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: upgrade and machine update activities will fail`);
     }
     // One watch for node upgrades across worker replacements, completing through the current connection.
     const upgradeWatch = new NodeUpgradeWatch(() => temporal.asyncCompletion, {
@@ -146,9 +147,9 @@ export async function run(config: AppConfig): Promise<Running> {
     replaceWorker = async (next) => {
       try {
         workers?.replace(await newWorker(next));
-        console.error('Temporal TLS credentials changed: worker reconnected');
+        log.info('Temporal TLS credentials changed: worker reconnected');
       } catch (err) {
-        console.error(`Temporal TLS credentials changed, but ${String(err)}: keeping the current connection`);
+        log.error(`Temporal TLS credentials changed, but ${String(err)}: keeping the current connection`);
       }
     };
   }
@@ -159,7 +160,7 @@ export async function run(config: AppConfig): Promise<Running> {
       if (apiKey !== undefined) {
         temporal.setApiKey(apiKey);
         void workers?.worker.options.connection?.setApiKey(apiKey).catch(() => undefined);
-        console.error('Temporal API key reloaded');
+        log.info('Temporal API key reloaded');
       }
       if (reconnect) {
         temporal.reconnect(reconnect);
@@ -167,7 +168,7 @@ export async function run(config: AppConfig): Promise<Running> {
         replacing = replacing.then(() => replaceWorker(reconnect));
       }
     },
-    (err) => console.error(`Temporal credentials not reloaded: ${err instanceof Error ? err.message : String(err)}`),
+    (err) => log.warn(`Temporal credentials not reloaded: ${err instanceof Error ? err.message : String(err)}`),
   );
   const gauges = workers ? startVisibilityGauges(client) : undefined;
   return {
@@ -192,34 +193,34 @@ export async function run(config: AppConfig): Promise<Running> {
 }
 
 /** The delegate executor's node agent check, when this process can reach the management cluster. */
-function nodeAgentCheck(): NodeAgentCheck | undefined {
+function nodeAgentCheck(log: Logger): NodeAgentCheck | undefined {
   const without = 'CanUpdate* will not claim in-place updates for nodeUpgradeExecutor=delegate';
   let management;
   try {
     management = managementKubeConfig();
   } catch (err) {
-    console.error(`${err instanceof Error ? err.message : String(err)}: ${without}`);
+    log.warn(`${err instanceof Error ? err.message : String(err)}: ${without}`);
     return undefined;
   }
   if (!isManagementClusterConfigured(management)) {
-    console.error(`${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: ${without}`);
+    log.warn(`${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: ${without}`);
     return undefined;
   }
   return createNodeAgentCheck({ management, namespace: DEFAULT_WORKLOAD_NAMESPACE });
 }
 
-export function stopOnSignals(stop: () => Promise<void>): void {
+export function stopOnSignals(stop: () => Promise<void>, log: Logger = createLogger()): void {
   let stopping = false;
   const handler = (signal: NodeJS.Signals) => {
     if (stopping) {
       process.exit(130);
     }
     stopping = true;
-    console.error(`${signal} received: shutting down (again to force)`);
+    log.info(`${signal} received: shutting down (again to force)`);
     stop().then(
       () => process.exit(0),
       (err: unknown) => {
-        console.error(err);
+        log.error({ err }, 'shutdown failed');
         process.exit(1);
       },
     );
@@ -234,15 +235,18 @@ async function main(): Promise<void> {
     config = parseConfig();
   } catch (err) {
     if (err instanceof ConfigError) {
-      console.error(err.message);
+      createLogger().fatal({ problems: err.problems }, err.message);
       process.exit(2);
     }
     throw err;
   }
   // This process owns SIGTERM/SIGINT (the api stops first, then the worker
   // drains); Temporal's runtime would otherwise take them and stop only the worker.
+  const log = createLogger(config.logLevel);
   Runtime.install({
     shutdownSignals: [],
+    // Worker, workflow and activity logs as JSON lines, with workflowId, runId and the cluster or machine.
+    logger: temporalSdkLogger(log, config.logLevel),
     // The SDK's own metrics (worker slots, poll and task latencies) on a port of their own.
     ...(config.temporalSdkMetricsAddress
       ? { telemetryOptions: { metrics: { prometheus: { bindAddress: config.temporalSdkMetricsAddress } } } }
@@ -254,13 +258,13 @@ async function main(): Promise<void> {
   stopOnSignals(async () => {
     stopping = true;
     await running?.stop();
-  });
-  running = await run(config);
+  }, log);
+  running = await run(config, log);
   // A worker that ends on its own is broken: exit so the Deployment restarts us.
   running.workerDone?.then(
-    () => !stopping && (console.error('worker stopped unexpectedly'), process.exit(1)),
+    () => !stopping && (log.fatal('worker stopped unexpectedly'), process.exit(1)),
     (err: unknown) => {
-      console.error('worker failed:', err);
+      log.fatal({ err }, 'worker failed');
       process.exit(1);
     },
   );
@@ -268,7 +272,8 @@ async function main(): Promise<void> {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   main().catch((err: unknown) => {
-    console.error(err);
+    // Start-up failures (a credential file, Temporal unreachable for the worker) name what to fix.
+    createLogger().fatal({ err }, err instanceof Error ? err.message : String(err));
     process.exit(1);
   });
 }

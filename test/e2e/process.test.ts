@@ -28,6 +28,7 @@ describe('the extension process', () => {
       TEMPORAL_NAMESPACE: requireEnv('TEMPORAL_NAMESPACE'),
       TEMPORAL_TASK_QUEUE: `proc-${randomUUID()}`,
       TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${sdkPort}`,
+      LOG_LEVEL: 'info',
     });
     url = proc.hookUrl;
     ops = proc.opsUrl;
@@ -143,5 +144,11 @@ describe('the extension process', () => {
     if (code !== 0) console.error(output());
     expect(code).toBe(0);
     expect(output()).not.toMatch(/Error|error:/);
+    // Structured logs: every line the process wrote is one JSON object.
+    const lines = output()
+      .split('\n')
+      .filter((l) => l.trim() !== '');
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of lines) expect(() => JSON.parse(line) as unknown).not.toThrow();
   });
 });

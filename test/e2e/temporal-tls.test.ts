@@ -30,6 +30,7 @@ describe('Temporal over mTLS', () => {
     TEMPORAL_TLS_CERT_FILE: join(dir, 'client.crt'),
     TEMPORAL_TLS_KEY_FILE: join(dir, 'client.key'),
     TEMPORAL_CREDENTIALS_RELOAD_INTERVAL: '1s',
+    LOG_LEVEL: 'info',
   });
   /** Replaces the client certificate as a Secret volume does: new files, swapped in at once. */
   const writeClientCertificate = (pair: { certPem: string; keyPem: string }) => {
