@@ -1,0 +1,185 @@
+#!/usr/bin/env node
+// capi-upgrades: the operator's view of cluster upgrades, by cluster name.
+//   capi-upgrades list [--phase P] [--namespace NS] [--all] [-o json]
+//   capi-upgrades status <ns>/<cluster> [-o json]
+//   capi-upgrades abort <ns>/<cluster> [--reason TEXT]
+//   capi-upgrades resume|retry <ns>/<cluster>
+//   capi-upgrades history <ns>/<cluster> [-o json]
+// It reads the same TEMPORAL_* settings as the extension (address, namespace,
+// TLS, API key). The `temporal` and `tctl` commands in the README do the same
+// by workflow id.
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { ConfigError, parseConfig } from '../config.ts';
+import type { UpgradePhase } from '../model/cluster-upgrade.ts';
+import { connectFailureMessage, connectionOptions, readTemporalCredentials } from '../temporal-connection.ts';
+import {
+  controlUpgrade,
+  listUpgrades,
+  parseClusterKey,
+  upgradeRuns,
+  upgradeStatus,
+  UsageError,
+  type UpgradeReport,
+  type UpgradeRow,
+} from './operations.ts';
+
+const USAGE = `usage: capi-upgrades <command> [options]
+
+  list [--phase Pending|Upgrading|Upgraded|Failed|Aborted] [--namespace NS] [--all]
+                                 running cluster upgrades (--all: closed ones too)
+  status <namespace>/<cluster>   phase, steps, conditions (blocking pods and PDBs), machine updates
+  abort <namespace>/<cluster> [--reason TEXT]
+                                 stop the upgrade: every hook answers Failure until "resume"
+  resume <namespace>/<cluster>   continue an aborted or failed upgrade where it stopped
+  retry <namespace>/<cluster>    run a failed step again
+  history <namespace>/<cluster>  every run for the cluster, and the versions it went through
+
+  -o json                        machine-readable output
+Temporal: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and the TLS / API key settings of the extension.`;
+
+const PHASES: UpgradePhase[] = ['Pending', 'Upgrading', 'Upgraded', 'Failed', 'Aborted'];
+
+function table(rows: Record<string, string | undefined>[], columns: string[]): string {
+  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => (r[c] ?? '').length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((v, i) => v.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
+  return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => r[c] ?? '')))].join(
+    '\n',
+  );
+}
+
+function runsTable(rows: UpgradeRow[]): string {
+  if (rows.length === 0) return 'no cluster upgrades found';
+  return table(
+    rows.map((r) => ({ ...r })),
+    ['cluster', 'targetVersion', 'phase', 'status', 'startTime', 'workflowId'],
+  );
+}
+
+function statusText(r: UpgradeReport): string {
+  const out: string[] = [];
+  const phase = r.status?.phase ?? r.memo?.phase ?? r.run.phase;
+  const target = r.status?.targetVersion ?? r.memo?.targetVersion ?? r.run.targetVersion;
+  out.push(`cluster:   ${r.run.cluster}`);
+  out.push(`upgrade:   ${r.status?.fromVersion ? `${r.status.fromVersion} → ` : ''}${target}`);
+  out.push(
+    `phase:     ${phase}${(r.status?.reason ?? r.memo?.reason) ? ` (${r.status?.reason ?? r.memo?.reason})` : ''}`,
+  );
+  if (r.memo?.halted) out.push(`hooks say: ${r.memo.halted}`);
+  out.push(`workflow:  ${r.run.workflowId} (run ${r.run.runId}, ${r.run.status})`);
+  if (!r.status) out.push('(no worker answered the status query: showing the memo)');
+  const gates = r.status?.gates ?? r.memo?.gates ?? {};
+  if (Object.keys(gates).length > 0) {
+    out.push('', 'steps:');
+    out.push(
+      table(
+        Object.entries(gates).map(([gate, g]) => ({ gate, state: g.state, message: g.message })),
+        ['gate', 'state', 'message'],
+      ),
+    );
+  }
+  const conditions = [...(r.status?.conditions ?? []), ...(r.status?.history.flatMap((h) => h.conditions) ?? [])];
+  if (conditions.length > 0) {
+    out.push('', 'conditions:');
+    out.push(
+      table(
+        conditions.map((c) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message })),
+        ['type', 'status', 'reason', 'message'],
+      ),
+    );
+  }
+  if (r.machineUpdates.length > 0) {
+    out.push('', 'machine updates:');
+    out.push(
+      table(
+        r.machineUpdates.map((m) => ({ ...m })),
+        ['machine', 'phase', 'message'],
+      ),
+    );
+  }
+  return out.join('\n');
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      phase: { type: 'string' },
+      namespace: { type: 'string' },
+      all: { type: 'boolean' },
+      reason: { type: 'string' },
+      output: { type: 'string', short: 'o' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const [command, target] = positionals;
+  if (values.help || !command) {
+    console.log(USAGE);
+    return values.help ? 0 : 2;
+  }
+  const json = values.output === 'json';
+  if (values.output !== undefined && !json) throw new UsageError(`-o ${values.output}: only json is supported`);
+  const phase = values.phase as UpgradePhase | undefined;
+  if (phase !== undefined && !PHASES.includes(phase))
+    throw new UsageError(`--phase ${phase}: expected one of ${PHASES.join(', ')}`);
+  if (!['list', 'status', 'abort', 'resume', 'retry', 'history'].includes(command))
+    throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+  const cluster = command === 'list' ? undefined : parseClusterKey(target);
+
+  const settings = parseConfig(process.env).temporal;
+  let connection: Connection;
+  try {
+    connection = await Connection.connect(connectionOptions(settings, readTemporalCredentials(settings)));
+  } catch (err) {
+    throw new UsageError(connectFailureMessage(settings, err));
+  }
+  const client = new Client({ connection, namespace: settings.namespace });
+  const print = (value: unknown, text: string) => console.log(json ? JSON.stringify(value, null, 2) : text);
+  try {
+    if (command === 'list') {
+      const rows = await listUpgrades(client, {
+        ...(phase ? { phase } : {}),
+        ...(values.namespace ? { namespace: values.namespace } : {}),
+        ...(values.all ? { all: true } : {}),
+      });
+      print(rows, runsTable(rows));
+    } else if (command === 'status') {
+      const report = await upgradeStatus(client, cluster!);
+      print(report, statusText(report));
+    } else if (command === 'history') {
+      const runs = await upgradeRuns(client, cluster!);
+      let versions = '';
+      if (runs[0]) {
+        const report = await upgradeStatus(client, cluster!);
+        versions = (report.status?.history ?? [])
+          .map((h) => `${h.version}  ${h.phase}  ${h.startTime}${h.completeTime ? ` → ${h.completeTime}` : ''}`)
+          .join('\n');
+      }
+      print(runs, `${runsTable(runs)}${versions ? `\n\nversions of the latest run:\n${versions}` : ''}`);
+    } else {
+      const control = command as 'abort' | 'resume' | 'retry';
+      const run = await controlUpgrade(client, cluster!, control, values.reason);
+      print({ signalled: control, workflowId: run.workflowId }, `${control} sent to ${run.workflowId}`);
+    }
+  } finally {
+    await connection.close();
+  }
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    if (err instanceof UsageError || err instanceof ConfigError) {
+      console.error(`capi-upgrades: ${err.message}`);
+      process.exit(2);
+    }
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,126 @@
+// The operator CLI (`capi-upgrades`, src/cli) as an operator runs it: a child
+// process with the TEMPORAL_* settings, against an upgrade CAPI drives through
+// the hooks on the real dev server (activities stubbed).
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
+import type { UpgradeReport, UpgradeRow } from '../../src/cli/operations.ts';
+import { requireEnv } from '../support/services.ts';
+import {
+  beforeClusterUpgrade,
+  hangUntilCancelled,
+  healthy,
+  startUpgradeHarness,
+  type UpgradeHarness,
+} from '../support/upgrade-harness.ts';
+import { waitFor } from '../support/wait.ts';
+
+const run = promisify(execFile);
+
+async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(
+      process.execPath,
+      ['--disable-warning=ExperimentalWarning', 'src/cli/capi-upgrades.ts', ...args],
+      {
+        env: {
+          PATH: process.env.PATH,
+          TEMPORAL_ADDRESS: requireEnv('TEMPORAL_ADDRESS'),
+          TEMPORAL_NAMESPACE: requireEnv('TEMPORAL_NAMESPACE'),
+        },
+      },
+    );
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: e.code ?? -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+describe('capi-upgrades', () => {
+  let h: UpgradeHarness;
+  let key: string;
+  beforeEach(async () => {
+    h = await startUpgradeHarness();
+    await h.startWorker();
+    key = `${h.ref.namespace}/${h.ref.name}`;
+  });
+  afterEach(async () => h.close());
+
+  it('lists, shows, aborts and resumes an upgrade by cluster name', async () => {
+    // The pre-upgrade health check hangs: the first step waits.
+    h.activities.health = () => hangUntilCancelled();
+    await waitFor(
+      () => h.call('BeforeClusterUpgrade', beforeClusterUpgrade()),
+      (a) => a.message?.includes('running the pre-upgrade health check') ?? false,
+    );
+
+    const listed = await waitFor(
+      async () => JSON.parse((await cli('list', '--namespace', h.ref.namespace, '-o', 'json')).stdout) as UpgradeRow[],
+      (rows) => rows.length === 1 && rows[0]?.phase === 'Upgrading',
+      10_000,
+    );
+    expect(listed).toEqual([
+      expect.objectContaining({
+        cluster: key,
+        targetVersion: 'v1.33.0',
+        phase: 'Upgrading',
+        status: 'RUNNING',
+        workflowId: h.workflowId,
+      }),
+    ]);
+    const text = await cli('list', '--namespace', h.ref.namespace);
+    expect(text.stdout).toMatch(/^CLUSTER\s+TARGETVERSION\s+PHASE\s+STATUS/);
+    expect(text.stdout).toContain(h.workflowId);
+
+    const status = JSON.parse((await cli('status', key, '-o', 'json')).stdout) as UpgradeReport;
+    expect(status.status?.phase).toBe('Upgrading');
+    expect(status.status?.gates['BeforeClusterUpgrade@v1.33.0']).toMatchObject({
+      state: 'Waiting',
+      message: 'BeforeClusterUpgrade v1.33.0: running the pre-upgrade health check',
+    });
+    const shown = (await cli('status', key)).stdout;
+    expect(shown).toContain(`cluster:   ${key}`);
+    expect(shown).toMatch(
+      /BeforeClusterUpgrade@v1\.33\.0\s+Waiting\s+BeforeClusterUpgrade v1\.33\.0: running the pre-upgrade health check/,
+    );
+
+    expect(await cli('abort', key, '--reason', 'change freeze')).toMatchObject({
+      code: 0,
+      stdout: `abort sent to ${h.workflowId}\n`,
+    });
+    const aborted = await waitFor(
+      () => h.call('BeforeClusterUpgrade', beforeClusterUpgrade()),
+      (a) => a.status === 'Failure',
+      10_000,
+    );
+    expect(aborted.message).toBe('upgrade to v1.33.0 aborted: change freeze; signal "resume" to continue');
+    expect((await cli('list', '--phase', 'Aborted', '-o', 'json')).stdout).toContain(h.workflowId);
+
+    h.activities.health = healthy;
+    expect((await cli('resume', key)).code).toBe(0);
+    await waitFor(
+      async () => (JSON.parse((await cli('status', key, '-o', 'json')).stdout) as UpgradeReport).status?.phase,
+      (p) => p === 'Upgrading',
+      10_000,
+    );
+    const history = JSON.parse((await cli('history', key, '-o', 'json')).stdout) as UpgradeRow[];
+    expect(history.map((r) => r.workflowId)).toEqual([h.workflowId]);
+  });
+
+  it('says what is wrong with a bad argument or an unknown cluster, exit code 2', async () => {
+    expect(await cli('status', 'not-a-key')).toMatchObject({
+      code: 2,
+      stderr: 'capi-upgrades: expected <namespace>/<cluster>, got "not-a-key"\n',
+    });
+    expect(await cli('list', '--phase', 'Done')).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('--phase Done: expected one of Pending') as unknown,
+    });
+    expect(await cli('abort', 'nowhere/nothing')).toMatchObject({
+      code: 2,
+      stderr: 'capi-upgrades: no upgrade found for cluster nowhere/nothing\n',
+    });
+    expect(await cli('frobnicate')).toMatchObject({ code: 2, stderr: 'capi-upgrades: unknown command "frobnicate"\n' });
+  });
+});
