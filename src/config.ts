@@ -63,8 +63,10 @@ export interface AppConfig {
   temporalSdkMetricsAddress?: string;
   /** Prebuilt workflow bundle for the worker (production image); unset = bundle from source. */
   workflowBundlePath?: string;
-  /** Image of the `job` node-upgrade executor (must provide nsenter). */
+  /** Image of the `job` node-upgrade executor (must provide sh, chroot, sha256sum, curl or wget). */
   nodeUpgradeJobImage?: string;
+  /** Phase changes of cluster upgrades are POSTed here as CloudEvents (worker). */
+  notificationWebhookUrl?: string;
   worker: WorkerTuning;
 }
 
@@ -189,6 +191,23 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     nodeUpgradePollMs: duration('NODE_UPGRADE_POLL_INTERVAL', 500, 100, 5_000),
   };
 
+  /** NOTIFICATION_WEBHOOK_URL: an http(s) URL (it may carry a token: never logged). */
+  function notificationWebhook(): Pick<AppConfig, 'notificationWebhookUrl'> {
+    const raw = env.NOTIFICATION_WEBHOOK_URL;
+    if (!raw) return {};
+    let url: URL | undefined;
+    try {
+      url = new URL(raw);
+    } catch {
+      url = undefined;
+    }
+    if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
+      problems.push('NOTIFICATION_WEBHOOK_URL: expected an http:// or https:// URL');
+      return {};
+    }
+    return { notificationWebhookUrl: raw };
+  }
+
   /** TLS, mTLS and API key settings, each problem named. */
   function temporalSecurity(): Pick<TemporalConfig, 'tls' | 'apiKeyFile' | 'apiKey'> {
     const file = (name: string) => env[name] || undefined;
@@ -233,6 +252,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     ...(env.TEMPORAL_SDK_METRICS_ADDRESS ? { temporalSdkMetricsAddress: env.TEMPORAL_SDK_METRICS_ADDRESS } : {}),
     ...(env.WORKFLOW_BUNDLE_PATH ? { workflowBundlePath: env.WORKFLOW_BUNDLE_PATH } : {}),
     ...(env.NODE_UPGRADE_JOB_IMAGE ? { nodeUpgradeJobImage: env.NODE_UPGRADE_JOB_IMAGE } : {}),
+    ...notificationWebhook(),
     worker,
   };
   if (problems.length > 0) throw new ConfigError(problems);

@@ -141,6 +141,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
           management,
           upgradeWatch,
           ...(config.nodeUpgradeJobImage ? { nodeUpgradeJobImage: config.nodeUpgradeJobImage } : {}),
+          ...(config.notificationWebhookUrl ? { notificationWebhookUrl: config.notificationWebhookUrl } : {}),
         },
       );
     workers = new WorkerHost(await newWorker(credentials));

@@ -15,6 +15,8 @@ export interface ActivityDeps {
   management?: KubeConfig;
   /** Image for the `job` node-upgrade executor (needs sh, chroot, sha256sum, curl or wget); default in machine-update.ts. */
   nodeUpgradeJobImage?: string;
+  /** Webhook for phase-change notifications (CloudEvents); unset = none. */
+  notificationWebhookUrl?: string;
   /** Waits on node upgrades outside activity slots; unset = upgradeNode polls in its slot. */
   upgradeWatch?: NodeUpgradeWatch;
 }
@@ -23,7 +25,10 @@ export function createActivities(deps: ActivityDeps = {}) {
   const management = deps.management ?? managementKubeConfig();
   return withStableFailures({
     ...createProbeActivities(),
-    ...createUpgradeActivities({ management }),
+    ...createUpgradeActivities({
+      management,
+      ...(deps.notificationWebhookUrl ? { notifications: { url: deps.notificationWebhookUrl } } : {}),
+    }),
     ...createMachineUpdateActivities({
       management,
       ...(deps.nodeUpgradeJobImage ? { job: { image: deps.nodeUpgradeJobImage } } : {}),

@@ -3,6 +3,7 @@
 // the management cluster. Every activity is idempotent, and heartbeats so that
 // the workflow's abort reaches it even while a Kubernetes call hangs.
 import { createClusterEventActivities } from './cluster-events.ts';
+import type { NotifierOptions } from './notifications.ts';
 import {
   CoreV1Api,
   CustomObjectsApi,
@@ -31,6 +32,8 @@ import type {
 export interface UpgradeActivityDeps {
   /** The management cluster (Cluster API objects, `<cluster>-kubeconfig` Secrets). */
   management: KubeConfig;
+  /** Where phase changes are POSTed as CloudEvents; unset = no notifications. */
+  notifications?: NotifierOptions;
 }
 
 /** Cluster annotation recording a capacity reservation (JSON array of {@link RecordedCapacity}). */
@@ -51,7 +54,7 @@ export function createUpgradeActivities(deps: UpgradeActivityDeps): UpgradeActiv
   const custom = apiClient(deps.management, CustomObjectsApi);
   const capi = new CapiObjects(custom);
   return {
-    ...createClusterEventActivities(deps.management),
+    ...createClusterEventActivities(deps.management, deps.notifications),
     async checkClusterHealth(input: HealthCheckInput): Promise<HealthReport> {
       return await heartbeating(async () => {
         const kc = await workloadKubeConfig(deps.management, input.cluster);

@@ -3,7 +3,7 @@
 // `capi_upgrade_` prefix, base units (seconds), `_total` on counters. The
 // Temporal SDK's own runtime metrics (worker slots, task latencies) are served
 // by its core on a port of their own (TEMPORAL_SDK_METRICS_ADDRESS).
-import { collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export const registry = new Registry();
 // process_* and nodejs_* as every Node exporter names them (dashboards expect those names).
@@ -57,5 +57,12 @@ export const nodeDrainDuration = new Histogram({
   help: 'Time one drain activity attempt took, by result (drained, failed, cancelled).',
   labelNames: ['result'] as const,
   buckets: [0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600],
+  registers: [registry],
+});
+
+export const notificationsSent = new Counter({
+  name: 'capi_upgrade_notifications_total',
+  help: 'Phase-change notifications to NOTIFICATION_WEBHOOK_URL, by result (delivered, failed: every try refused or unreachable).',
+  labelNames: ['result'] as const,
   registers: [registry],
 });

@@ -2,6 +2,8 @@
 // workload cluster (KWOK nodes, pods, PodDisruptionBudgets maintained by the
 // disruption controller) through the kubeconfig Secret of a Cluster API Cluster;
 // capacity reservation patches real v1beta2 Cluster and MachineDeployment objects.
+import { createServer as createHttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -561,5 +563,57 @@ describe('recordClusterEvent', () => {
     await activities.recordClusterEvent({ ...input, cluster: { namespace: g, name: 'gone' }, key: 'other' });
     const none = await mg.core.listNamespacedEvent({ namespace: g, fieldSelector: 'involvedObject.name=gone' });
     expect(none.items).toEqual([]);
+  });
+});
+
+describe('recordClusterEvent with a notification webhook', () => {
+  it('writes the Event and posts the CloudEvent side by side; a webhook that is down holds nothing back', async () => {
+    const bodies: string[] = [];
+    const server = createHttpServer((req, res) => {
+      let data = '';
+      req.on('data', (c: Buffer) => (data += c.toString()));
+      req.on('end', () => {
+        bodies.push(data);
+        res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+      const notifying = createUpgradeActivities({
+        management: managementKubeConfig(testbed().workerKubeconfig),
+        notifications: { url },
+      });
+      const key = `cluster-upgrade/${g}/prod/uid/run-2/1`;
+      await notifying.recordClusterEvent({
+        cluster,
+        reason: 'UpgradeStarted',
+        type: 'Normal',
+        message: 'upgrade to v1.33.0 started',
+        key,
+      });
+      expect(bodies.map((b) => JSON.parse(b) as { id: string; type: string })).toEqual([
+        expect.objectContaining({ id: key, type: 'io.capi-orchestrator.upgrade.started' }),
+      ]);
+      const events = await mg.core.listNamespacedEvent({ namespace: g, fieldSelector: 'reason=UpgradeStarted' });
+      expect(events.items.map((e) => e.message)).toEqual(['upgrade to v1.33.0 started']);
+
+      // Nothing listening: the Event is still written; the activity neither throws nor waits for long.
+      const down = createUpgradeActivities({
+        management: managementKubeConfig(testbed().workerKubeconfig),
+        notifications: { url: 'http://127.0.0.1:9/', attempts: 2, backoffMs: 10 },
+      });
+      await down.recordClusterEvent({
+        cluster,
+        reason: 'UpgradeCompleted',
+        type: 'Normal',
+        message: 'upgraded to v1.33.0',
+        key: `${key}-done`,
+      });
+      const done = await mg.core.listNamespacedEvent({ namespace: g, fieldSelector: 'reason=UpgradeCompleted' });
+      expect(done.items).toHaveLength(1);
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
   });
 });
