@@ -26,6 +26,8 @@ import {
 } from '../../src/activities/machine-update.ts';
 import type { DrainOptions, DrainResult, NodeUpgradeInput } from '../../src/activities/machine-update-types.ts';
 import {
+  createKubeadmConfigWithSecretFile,
+  eventsOf,
   capiCluster,
   capiMachine,
   capiMachineDeployment,
@@ -753,27 +755,7 @@ describe('upgradeNode (delegate) and waitForNodeVersion', () => {
 
   it('reads bootstrap files from the KubeadmConfig by reference, resolving contentFrom Secrets; cleanup deletes the request', async () => {
     const marker = `token-${g}`;
-    await mg.core.createNamespacedSecret({
-      namespace: g,
-      body: { metadata: { name: 'join-token' }, stringData: { token: marker } },
-    });
-    await mg.custom.createNamespacedCustomObject({
-      group: 'bootstrap.cluster.x-k8s.io',
-      version: 'v1beta2',
-      plural: 'kubeadmconfigs',
-      namespace: g,
-      body: {
-        apiVersion: 'bootstrap.cluster.x-k8s.io/v1beta2',
-        kind: 'KubeadmConfig',
-        metadata: { name: `kc-${u}`, namespace: g },
-        spec: {
-          files: [
-            { path: '/etc/kubernetes/extra.conf', content: 'a=1', permissions: '0600' },
-            { path: '/etc/kubernetes/token', contentFrom: { secret: { name: 'join-token', key: 'token' } } },
-          ],
-        },
-      },
-    });
+    await createKubeadmConfigWithSecretFile(mg, g, `kc-${u}`, 'join-token', marker);
     const input = {
       nodeName: u,
       requestName: `${u}-ref`,
@@ -903,22 +885,8 @@ describe('recordMachineEvent', () => {
     };
     await activities.recordMachineEvent(input);
     await activities.recordMachineEvent(input); // a retried activity
-    const uid = (
-      (await mg.custom.getNamespacedCustomObject({
-        group: 'cluster.x-k8s.io',
-        version: 'v1beta2',
-        plural: 'machines',
-        namespace: g,
-        name: 'm-ready',
-      })) as { metadata: { uid: string } }
-    ).metadata.uid;
     // What `kubectl describe machine` asks for: the Machine's events by uid.
-    const events = (
-      await mg.core.listNamespacedEvent({
-        namespace: g,
-        fieldSelector: `involvedObject.kind=Machine,involvedObject.name=m-ready,involvedObject.uid=${uid}`,
-      })
-    ).items;
+    const events = await eventsOf(mg, 'Machine', g, 'm-ready');
     expect(events.map((e) => [e.type, e.reason, e.message, e.count, e.source?.component])).toEqual([
       ['Warning', 'MachineUpdateFailed', input.message, 1, 'capi-upgrade-orchestrator'],
     ]);

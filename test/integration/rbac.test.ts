@@ -46,6 +46,7 @@ import { createUpgradeActivities } from '../../src/activities/upgrade.ts';
 import type { UpgradeActivities } from '../../src/activities/upgrade-types.ts';
 import { createNodeAgentCheck, type NodeAgentCheck } from '../../src/api/node-agents.ts';
 import {
+  createKubeadmConfigWithSecretFile,
   capiCluster,
   capiMachine,
   capiMachineDeployment,
@@ -417,27 +418,7 @@ async function createTourKubeconfigSecret(workload: KubeConfig): Promise<void> {
 
 /** A KubeadmConfig with one inline file and one from a Secret (spec.files[].contentFrom). */
 async function createKubeadmConfig(): Promise<void> {
-  await mg.core.createNamespacedSecret({
-    namespace: g,
-    body: { metadata: { name: 'tour-join-token' }, stringData: { token: `token-${g}` } },
-  });
-  await mg.custom.createNamespacedCustomObject({
-    group: 'bootstrap.cluster.x-k8s.io',
-    version: 'v1beta2',
-    plural: 'kubeadmconfigs',
-    namespace: g,
-    body: {
-      apiVersion: 'bootstrap.cluster.x-k8s.io/v1beta2',
-      kind: 'KubeadmConfig',
-      metadata: { name: 'tour-w-config', namespace: g },
-      spec: {
-        files: [
-          { path: '/etc/kubernetes/extra.conf', content: 'a=1' },
-          { path: '/etc/kubernetes/token', contentFrom: { secret: { name: 'tour-join-token', key: 'token' } } },
-        ],
-      },
-    },
-  });
+  await createKubeadmConfigWithSecretFile(mg, g, 'tour-w-config', 'tour-join-token', `token-${g}`);
 }
 
 /** A Deployment's single pod on node d, under a budget that allows no disruption. */

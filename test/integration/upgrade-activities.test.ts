@@ -13,6 +13,7 @@ import { managementKubeConfig } from '../../src/activities/kube.ts';
 import { createUpgradeActivities, RESERVED_CAPACITY_ANNOTATION } from '../../src/activities/upgrade.ts';
 import type { HealthCheckInput } from '../../src/activities/upgrade-types.ts';
 import {
+  eventsOf,
   capiCluster,
   capiMachine,
   capiMachineDeployment,
@@ -542,21 +543,7 @@ describe('recordClusterEvent', () => {
     };
     await activities.recordClusterEvent(input);
     await activities.recordClusterEvent(input); // a retried activity
-    const uid = (
-      (await mg.custom.getNamespacedCustomObject({
-        group: 'cluster.x-k8s.io',
-        version: 'v1beta2',
-        plural: 'clusters',
-        namespace: g,
-        name: cluster.name,
-      })) as { metadata: { uid: string } }
-    ).metadata.uid;
-    const events = (
-      await mg.core.listNamespacedEvent({
-        namespace: g,
-        fieldSelector: `involvedObject.kind=Cluster,involvedObject.name=${cluster.name},involvedObject.uid=${uid}`,
-      })
-    ).items;
+    const events = await eventsOf(mg, 'Cluster', g, cluster.name);
     expect(events.map((e) => [e.type, e.reason, e.message, e.count, e.involvedObject.apiVersion])).toEqual([
       ['Warning', 'UpgradeAborted', input.message, 1, 'cluster.x-k8s.io/v1beta2'],
     ]);

@@ -701,3 +701,54 @@ export async function createKubeconfigSecret(core: CoreV1Api, namespace: string,
     },
   });
 }
+
+/**
+ * A KubeadmConfig with an inline file (/etc/kubernetes/extra.conf, `a=1`, mode 0600) and one
+ * from a Secret (/etc/kubernetes/token from `<secretName>`'s key `token`, whose value is `token`).
+ */
+export async function createKubeadmConfigWithSecretFile(
+  mg: ManagementApi,
+  namespace: string,
+  name: string,
+  secretName: string,
+  token: string,
+): Promise<void> {
+  await mg.core.createNamespacedSecret({
+    namespace,
+    body: { metadata: { name: secretName }, stringData: { token } },
+  });
+  await mg.custom.createNamespacedCustomObject({
+    group: 'bootstrap.cluster.x-k8s.io',
+    version: 'v1beta2',
+    plural: 'kubeadmconfigs',
+    namespace,
+    body: {
+      apiVersion: 'bootstrap.cluster.x-k8s.io/v1beta2',
+      kind: 'KubeadmConfig',
+      metadata: { name, namespace },
+      spec: {
+        files: [
+          { path: '/etc/kubernetes/extra.conf', content: 'a=1', permissions: '0600' },
+          { path: '/etc/kubernetes/token', contentFrom: { secret: { name: secretName, key: 'token' } } },
+        ],
+      },
+    },
+  });
+}
+
+/** The Events `kubectl describe` shows for a Cluster API object: by kind, name and uid. */
+export async function eventsOf(mg: ManagementApi, kind: 'Cluster' | 'Machine', namespace: string, name: string) {
+  const object = (await mg.custom.getNamespacedCustomObject({
+    group: CAPI_GROUP,
+    version: CAPI_API_VERSION,
+    plural: plural(kind),
+    namespace,
+    name,
+  })) as { metadata: { uid: string } };
+  return (
+    await mg.core.listNamespacedEvent({
+      namespace,
+      fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name},involvedObject.uid=${object.metadata.uid}`,
+    })
+  ).items;
+}
