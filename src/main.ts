@@ -1,6 +1,6 @@
 // Process entry point. ROLE=api serves the hooks, ROLE=worker runs the
 // Temporal worker, ROLE=all (the default) both. SIGTERM/SIGINT drain both.
-import { Runtime, type Worker } from '@temporalio/worker';
+import { Runtime } from '@temporalio/worker';
 import { BackgroundRecorder } from './api/background-recorder.ts';
 import { createClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
 import { HookRegistry } from './api/registry.ts';
@@ -34,8 +34,7 @@ import { createWorker } from './worker.ts';
 export interface Running {
   hookServer?: HookServer;
   opsServer: OpsServer;
-  worker?: Worker;
-  /** Settles when the worker stops: by stop(), or on its own (a fatal error). */
+  /** Settles when the worker stops: by stop(), or on its own (a fatal error); not on a replacement. */
   workerDone?: Promise<void>;
   stop(): Promise<void>;
 }
@@ -175,7 +174,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
   return {
     ...(hookServer ? { hookServer } : {}),
     opsServer,
-    ...(workers ? { worker: workers.worker, workerDone: workers.done } : {}),
+    ...(workers ? { workerDone: workers.done } : {}),
     async stop() {
       stopping = true;
       credentialWatch.stop();

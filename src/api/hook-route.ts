@@ -3,7 +3,7 @@
 // integer retryAfterSeconds on retry hooks), how outages and bugs are
 // answered, and one log line per call. A hook's own code is only the
 // implementation function.
-import { hookRequestDuration } from '../ops/metrics.ts';
+import { hookRequestDuration, type HookAnswer } from '../ops/metrics.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { HandlerConfig } from '../config.ts';
 import {
@@ -157,10 +157,8 @@ export function registerHook<H extends HookName>(
         clearTimeout(timer);
       }
       const retryAfter = (response as { retryAfterSeconds?: number }).retryAfterSeconds ?? 0;
-      hookRequestDuration.observe(
-        { hook, answer: response.status === 'Failure' ? 'failure' : retryAfter > 0 ? 'retry' : 'success' },
-        (performance.now() - started) / 1000,
-      );
+      const answer: HookAnswer = response.status === 'Failure' ? 'failure' : retryAfter > 0 ? 'retry' : 'success';
+      hookRequestDuration.observe({ hook, answer }, (performance.now() - started) / 1000);
       request.log.info(
         {
           hook,

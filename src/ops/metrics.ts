@@ -54,7 +54,7 @@ export const machineUpdatesInFlight = new Gauge({
 
 export const nodeDrainDuration = new Histogram({
   name: 'capi_upgrade_node_drain_duration_seconds',
-  help: 'Time one drain activity attempt took, by result (drained, failed, cancelled).',
+  help: 'Wall time from the start of a node drain (kept across retried attempts and workers) to the end of each attempt, by result (drained, failed, cancelled).',
   labelNames: ['result'] as const,
   buckets: [0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600],
   registers: [registry],
