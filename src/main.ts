@@ -98,14 +98,17 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
       { name: 'temporal', informational: true, check: () => temporalProbe.problem() },
     ],
   });
-  if (apiRole) {
+  const lifecycle = apiRole
+    ? createClusterUpgradeHandlers({ client, taskQueue: config.temporal.taskQueue, recorder, log })
+    : undefined;
+  if (lifecycle) {
     const nodeAgents = nodeAgentCheck(log);
     hookServer = await startHookServer({
       server: config.server,
       logLevel: config.logLevel,
       app: {
         registry: new HookRegistry(config.handlers),
-        lifecycle: createClusterUpgradeHandlers({ client, taskQueue: config.temporal.taskQueue, recorder }),
+        lifecycle,
         upgradePlan: upgradePlanHandlers,
         inPlace: createInPlaceHandlers({
           client,
@@ -181,6 +184,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
       // Stop taking hook calls first, then let running activities finish.
       await hookServer?.close();
       recorder.close();
+      lifecycle?.views.close();
       await replacing;
       workers?.shutdown();
       await workers?.done;

@@ -1,5 +1,7 @@
-// Lifecycle hooks backed by the cluster upgrade workflow. A call describes the
-// upgrade's run (no history, no worker needed) and answers from what it finds:
+// Lifecycle hooks backed by the cluster upgrade workflow. A call reads the
+// upgrade's run from UpgradeViews (kept per process from one visibility List a
+// second, or a shared describe; no history, no worker needed) and answers from
+// what it finds:
 //   - a running run: its memo (halted → Failure; a gate → its answer); only a
 //     call that brings something new reaches the workflow, as a `recordHook`
 //     update whose validator rejects repeats, and a changed policy as one
@@ -7,9 +9,11 @@
 //   - a run whose workflow task keeps failing (a bug): Failure naming the run;
 //   - a closed run: completed for this target → Success; closed any other way
 //     (terminated, failed, timed out, cancelled, ended by a deletion) or gone
-//     (past retention) → a fresh run for this call, recording the old run id.
+//     (past retention) → a fresh run for this call, recording the old run id;
+//   - no run: one update-with-start, answered with the gate the new run made.
 // BeforeClusterCreate and AfterControlPlaneInitialized never wait on Temporal.
 import {
+  WithStartWorkflowOperation,
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
@@ -38,14 +42,19 @@ import { HookFailure, HttpError } from './errors.ts';
 import type { HookContext, HookImplementation } from './hook-route.ts';
 import type { LifecycleHandlers } from './routes/lifecycle.ts';
 import { withinDeadline } from './temporal-calls.ts';
+import { UpgradeViews, type ListedRun, type RunView } from './upgrade-views.ts';
 
 export interface ClusterUpgradeBackendOptions {
   client: Client;
   taskQueue: string;
   /** Where BeforeClusterCreate / AfterControlPlaneInitialized are recorded (default: one of our own). */
   recorder?: BackgroundRecorder;
+  /** Tuning of the per-process answer cache (tests); main.ts closes it through `views`. */
+  views?: Partial<Pick<ConstructorParameters<typeof UpgradeViews>[0], 'maxStaleMs' | 'refreshMs' | 'redescribeMs'>>;
   log?: ConstructorParameters<typeof BackgroundRecorder>[0]['log'];
 }
+
+export type ClusterUpgradeHandlers = LifecycleHandlers & { views: UpgradeViews };
 
 type RetryResult = { status: 'Success' | 'Failure'; message?: string; retryAfterSeconds: number };
 
@@ -74,25 +83,41 @@ function requireVersion(field: string, value: string): string {
   return value;
 }
 
-/** What one describe tells a hook about the upgrade's current run. */
-interface RunView {
-  runId: string;
-  running: boolean;
-  /** COMPLETED, TERMINATED, FAILED, TIMED_OUT, CANCELLED, CONTINUED_AS_NEW, RUNNING. */
-  status: string;
-  memo?: ClusterUpgradeMemo;
-  /** The pending workflow task is a retry: the last one failed or timed out. */
-  workflowTaskRetrying: boolean;
+/** Waits for `p` no longer than the hook may: a shared describe outlives the calls that joined it. */
+async function withinHookDeadline<T>(p: Promise<T>, ctx: Pick<HookContext, 'deadline' | 'signal'>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<never>((_, reject) => {
+        const give = () => reject(new Error('the hook deadline passed while reading the upgrade'));
+        timer = setTimeout(give, Math.max(0, ctx.deadline - Date.now()));
+        onAbort = give;
+        ctx.signal.addEventListener('abort', onAbort, { once: true });
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) ctx.signal.removeEventListener('abort', onAbort);
+  }
 }
 
-export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions): LifecycleHandlers {
+const SHARED_DESCRIBE_TIMEOUT_MS = 10_000;
+
+export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions): ClusterUpgradeHandlers {
   const { client, taskQueue } = opts;
   const log = opts.log ?? { warn: () => {}, error: () => {} };
   const recorder = opts.recorder ?? new BackgroundRecorder({ log });
 
+  // Shared by every call that joins it: its own deadline, no caller's abort.
   const describeRun = async (workflowId: string): Promise<RunView | undefined> => {
     try {
-      const d = await client.workflow.getHandle(workflowId).describe();
+      const d = await client.connection.withDeadline(Date.now() + SHARED_DESCRIBE_TIMEOUT_MS, () =>
+        client.connection.withAbortSignal(new AbortController().signal, () =>
+          client.workflow.getHandle(workflowId).describe(),
+        ),
+      );
       const memo = d.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
       return {
         runId: d.runId,
@@ -125,63 +150,124 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     return false;
   };
 
-  const start = async (cluster: Required<ClusterRef>, call: HookCall, previousRunId?: string): Promise<Gate> => {
-    const input: ClusterUpgradeInput = { cluster, firstCall: call, ...(previousRunId ? { previousRunId } : {}) };
-    await client.workflow.start('clusterUpgradeWorkflow', {
-      workflowId: clusterUpgradeWorkflowId(cluster),
-      taskQueue,
-      args: [input],
-      // Two api replicas seeing the same first call start one workflow.
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-      typedSearchAttributes: [
-        { key: ClusterNamespace, value: cluster.namespace },
-        { key: ClusterName, value: cluster.name },
-        { key: TargetVersion, value: call.targetVersion },
-        { key: UpgradePhase, value: 'Pending' },
-      ],
+  const listRunning = async function* (): AsyncIterable<ListedRun> {
+    const query = `WorkflowType = "clusterUpgradeWorkflow" AND ExecutionStatus = "Running"`;
+    for await (const wf of client.workflow.list({ query, pageSize: 1000 }))
+      yield { workflowId: wf.workflowId, runId: wf.runId, memo: wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] };
+  };
+  const views = new UpgradeViews({ describe: describeRun, listRunning, log, ...opts.views });
+
+  /**
+   * Starts a run with this call as its first, in one round trip (update-with-start): the answer is
+   * the gate the run made of it. `replacing` names a closed run this one replaces; without it a
+   * closed run refuses the start (WorkflowExecutionAlreadyStartedError) and the caller reads it.
+   */
+  const start = async (
+    cluster: Required<ClusterRef>,
+    call: HookCall,
+    replacing?: { previousRunId?: string },
+  ): Promise<Gate> => {
+    const workflowId = clusterUpgradeWorkflowId(cluster);
+    const input: ClusterUpgradeInput = {
+      cluster,
+      firstCall: call,
+      ...(replacing?.previousRunId ? { previousRunId: replacing.previousRunId } : {}),
+    };
+    views.invalidate(workflowId);
+    return await client.workflow.executeUpdateWithStart(recordHookUpdate, {
+      args: [call],
+      startWorkflowOperation: new WithStartWorkflowOperation('clusterUpgradeWorkflow', {
+        workflowId,
+        taskQueue,
+        args: [input],
+        // Two api replicas seeing the same first call start one workflow (the second update is a repeat).
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        workflowIdReusePolicy: replacing ? 'ALLOW_DUPLICATE' : 'REJECT_DUPLICATE',
+        typedSearchAttributes: [
+          { key: ClusterNamespace, value: cluster.namespace },
+          { key: ClusterName, value: cluster.name },
+          { key: TargetVersion, value: call.targetVersion },
+          { key: UpgradePhase, value: 'Pending' },
+        ],
+      }),
     });
-    return queuedGate(call);
+  };
+
+  /** The answer once a write was refused as a repeat (another replica recorded the call first). */
+  const answerFresh = async (workflowId: string, call: HookCall): Promise<RetryResult> => {
+    const again = (await views.fresh(workflowId))?.memo as ClusterUpgradeMemo | undefined;
+    if (again?.halted) return failure(again.halted);
+    return answer(again?.gates[gateKey(call.hook, call.version)] ?? queuedGate(call));
+  };
+
+  /** Answers from what is kept (`kept`) or from a describe made now (`fresh`). */
+  const answerFrom = async (
+    cluster: Required<ClusterRef>,
+    call: HookCall,
+    ctx: HookContext,
+    read: 'kept' | 'fresh',
+  ): Promise<RetryResult> => {
+    const workflowId = clusterUpgradeWorkflowId(cluster);
+    const key = gateKey(call.hook, call.version);
+    let run: RunView | undefined;
+    try {
+      // Not running a second ago and unknown here: most likely a new upgrade, so start it directly.
+      if (read === 'kept' && views.probablyAbsent(workflowId)) return answer(await start(cluster, call));
+      run = await withinHookDeadline(read === 'kept' ? views.get(workflowId) : views.fresh(workflowId), ctx);
+      if (!run) return answer(await start(cluster, call));
+    } catch (err) {
+      if (err instanceof WorkflowUpdateFailedError) return await answerFresh(workflowId, call);
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      // A closed run (the List does not show those): read it and answer below.
+      run = await withinHookDeadline(views.fresh(workflowId), ctx);
+      if (!run) throw err;
+    }
+    const memo = run.memo as ClusterUpgradeMemo | undefined;
+    if (!run.running) {
+      if (run.status === 'COMPLETED' && memo?.phase === 'Upgraded' && memo.targetVersion === call.targetVersion)
+        return { status: 'Success', message: `upgrade to ${memo.targetVersion} completed`, retryAfterSeconds: 0 };
+      // A finished upgrade to another target is the past; any other close must not be answered from.
+      const replaced = run.status === 'COMPLETED' && memo?.phase === 'Upgraded' ? undefined : run.runId;
+      try {
+        return answer(await start(cluster, call, replaced ? { previousRunId: replaced } : {}));
+      } catch (err) {
+        if (err instanceof WorkflowUpdateFailedError) return await answerFresh(workflowId, call);
+        throw err;
+      }
+    }
+    if (run.workflowTaskRetrying && (await workflowTaskFailed(workflowId, run.runId)))
+      return failure(`internal error in workflow ${workflowId}, see run ${run.runId}`);
+    if (memo && memo.targetVersion === call.targetVersion) {
+      if (call.policyHash && memo.policyHash && call.policyHash !== memo.policyHash) {
+        // Changed annotations or settings: one signal, then the memo carries the new hash.
+        views.invalidate(workflowId);
+        await client.workflow
+          .getHandle(workflowId, run.runId)
+          .signal(updatePolicySignal, { policy: call.policy, policyHash: call.policyHash });
+      }
+      if (memo.halted) return failure(memo.halted);
+      const gate = memo.gates[key];
+      if (gate) return answer(gate);
+    }
+    try {
+      views.invalidate(workflowId);
+      const gate = await client.workflow.getHandle(workflowId).executeUpdate(recordHookUpdate, { args: [call] });
+      return answer(gate);
+    } catch (err) {
+      // Rejected as a repeat: another replica recorded it first. The memo has it (or soon will).
+      if (err instanceof WorkflowUpdateFailedError) return await answerFresh(workflowId, call);
+      throw err;
+    }
   };
 
   const upgradeHook = async (cluster: Required<ClusterRef>, call: HookCall, ctx: HookContext): Promise<RetryResult> =>
     await withinDeadline(client, ctx, async () => {
-      const workflowId = clusterUpgradeWorkflowId(cluster);
-      const key = gateKey(call.hook, call.version);
-      const run = await describeRun(workflowId);
-      if (!run) return answer(await start(cluster, call));
-      const memo = run.memo;
-      if (!run.running) {
-        if (run.status === 'COMPLETED' && memo?.phase === 'Upgraded' && memo.targetVersion === call.targetVersion)
-          return { status: 'Success', message: `upgrade to ${memo.targetVersion} completed`, retryAfterSeconds: 0 };
-        // A finished upgrade to another target is the past; any other close must not be answered from.
-        const replaced = run.status === 'COMPLETED' && memo?.phase === 'Upgraded' ? undefined : run.runId;
-        return answer(await start(cluster, call, replaced));
-      }
-      if (run.workflowTaskRetrying && (await workflowTaskFailed(workflowId, run.runId)))
-        return failure(`internal error in workflow ${workflowId}, see run ${run.runId}`);
-      if (memo && memo.targetVersion === call.targetVersion) {
-        if (call.policyHash && memo.policyHash && call.policyHash !== memo.policyHash) {
-          // Changed annotations or settings: one signal, then the memo carries the new hash.
-          await client.workflow
-            .getHandle(workflowId, run.runId)
-            .signal(updatePolicySignal, { policy: call.policy, policyHash: call.policyHash });
-        }
-        if (memo.halted) return failure(memo.halted);
-        const gate = memo.gates[key];
-        if (gate) return answer(gate);
-      }
       try {
-        const gate = await client.workflow.getHandle(workflowId).executeUpdate(recordHookUpdate, { args: [call] });
-        return answer(gate);
+        return await answerFrom(cluster, call, ctx, 'kept');
       } catch (err) {
-        // Rejected as a repeat: another replica recorded it first. The memo has it (or soon will).
-        if (err instanceof WorkflowUpdateFailedError) {
-          const again = (await describeRun(workflowId))?.memo;
-          if (again?.halted) return failure(again.halted);
-          return answer(again?.gates[key] ?? queuedGate(call));
-        }
-        throw err;
+        // What was kept is older than the run: it closed since (a signal or update found no run). Read again.
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+        return await answerFrom(cluster, call, ctx, 'fresh');
       }
     });
 
@@ -274,6 +360,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
         const memo = Object.values(wf.memo ?? {})[0] as { abortRequested?: string } | undefined;
         // Signal once: the memo shows an abort already on its way.
         if (memo?.abortRequested !== 'cluster is being deleted') {
+          views.invalidate(wf.workflowId);
           await client.workflow
             .getHandle(wf.workflowId)
             .signal(abortSignal, { reason: 'cluster is being deleted', final: true });
@@ -290,6 +377,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
   };
 
   return {
+    views,
     BeforeClusterCreate: async (request) => {
       recordEvent('BeforeClusterCreate', request.cluster);
       return { status: 'Success', retryAfterSeconds: 0 };

@@ -6,6 +6,7 @@ import type { Client } from '@temporalio/client';
 import type { NativeConnection, Worker } from '@temporalio/worker';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
+import type { UpgradeViews } from '../../src/api/upgrade-views.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import { CancelledFailure, Context } from '@temporalio/activity';
 import type {
@@ -113,6 +114,8 @@ export interface UpgradeHarness {
   client: Client;
   taskQueue: string;
   hooks: TestHookServer;
+  /** What the hooks answer from (counts describes, Lists and hits). */
+  views: UpgradeViews;
   activities: StubUpgradeActivities;
   ref: Required<ClusterRef>;
   /** The workflow id of this harness's cluster upgrade. */
@@ -137,10 +140,11 @@ export async function startUpgradeHarness(options: { env?: Record<string, string
   const { client, close: closeClient } = await testClient();
   const taskQueue = `upgrades-${randomUUID()}`;
   const ref = { namespace: `ns-${randomUUID().slice(0, 8)}`, name: 'prod-1', uid: randomUUID() };
+  const lifecycle = createClusterUpgradeHandlers({ client, taskQueue });
   const hooks = await startTestHookServer({
     ...(options.env ? { env: options.env } : {}),
     server: { unavailableRetryAfterSeconds: 15 },
-    lifecycle: createClusterUpgradeHandlers({ client, taskQueue }),
+    lifecycle,
   });
   const activities = stubUpgradeActivities();
   let running: { worker: Worker; connection: NativeConnection; done: Promise<void> } | undefined;
@@ -149,6 +153,7 @@ export async function startUpgradeHarness(options: { env?: Record<string, string
     client,
     taskQueue,
     hooks,
+    views: lifecycle.views,
     activities,
     ref,
     workflowId: clusterUpgradeWorkflowId(ref),
@@ -185,6 +190,7 @@ export async function startUpgradeHarness(options: { env?: Record<string, string
     async close() {
       await harness.stopWorker();
       await hooks.close();
+      lifecycle.views.close();
       await closeClient();
     },
   };

@@ -281,7 +281,7 @@ describe('cluster upgrade on a bad day', () => {
     expect((await status()).previousRunId).toBe(old.firstExecutionRunId);
   });
 
-  it('surfaces a workflow-task failure (a bug) as Failure naming the run within one poll, and recovers once fixed', async () => {
+  it('surfaces a workflow-task failure (a bug) as Failure naming the run (within the re-describe interval of kept answers), and recovers once fixed', async () => {
     await h.stopWorker();
     const bundle = await bundleWorkflowCode({
       workflowsPath: new URL('../support/broken-workflows.ts', import.meta.url).pathname,
@@ -431,10 +431,13 @@ describe('cluster upgrade on a bad day', () => {
       10_000,
     );
     expect(h.activities.calls).toMatchObject({ reserve: 1, release: 1 });
-    expect(await h.call('BeforeWorkersUpgrade', bcpu(FROM, TARGET), { annotations })).toMatchObject({
-      status: 'Failure',
-      message: ABORTED('capacity'),
-    });
+    // Answers may be kept up to ~1.5 s (issue 15's bound is 2 s): the abort shows within that.
+    const aborted = await waitFor(
+      () => h.call('BeforeWorkersUpgrade', bcpu(FROM, TARGET), { annotations }),
+      (a) => a.status === 'Failure',
+      2_500,
+    );
+    expect(aborted).toMatchObject({ status: 'Failure', message: ABORTED('capacity') });
   });
 });
 

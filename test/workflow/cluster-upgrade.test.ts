@@ -1,9 +1,9 @@
 // Cluster upgrades driven by HTTPS hook calls in CAPI's order, on the real
 // dev server with a real worker; activities stubbed.
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
-import type { ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
+import { clusterUpgradeWorkflowId, type ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
-import { settledHistory } from '../support/wait.ts';
+import { settledHistory, waitFor } from '../support/wait.ts';
 import {
   beforeClusterUpgrade,
   driveChainedUpgrade,
@@ -102,6 +102,44 @@ describe('cluster upgrade workflow through the hooks', () => {
     }
     const after = (await handle().fetchHistory()).events?.length;
     expect(after).toBe(before);
+  });
+
+  it('serves concurrent polls of a waiting gate from one read, and starts a new upgrade in one round trip', async () => {
+    const at = new Date(Date.now() + 3_600_000).toISOString().replace(/\.\d+Z$/, 'Z');
+    const annotations = { 'upgrades.capi-orchestrator.io/upgrade-at': at };
+    const waiting = `BeforeClusterUpgrade ${TARGET}: waiting for upgradeAt ${new Date(at).toISOString()}`;
+    await waitFor(
+      () => h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations }),
+      (a) => a.message === waiting,
+    );
+    const before = await settledHistory(h.client, h.workflowId);
+    // 50 at once, then 50 more in a row: at most one describe, no history.
+    const reads = { ...h.views.stats };
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, () => h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations })),
+    );
+    for (let i = 0; i < 50; i++)
+      answers.push(await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations }));
+    for (const a of answers) expect(a).toMatchObject({ status: 'Success', message: waiting });
+    expect(h.views.stats.describes - reads.describes).toBeLessThanOrEqual(1);
+    expect(h.views.stats.hits - reads.hits).toBeGreaterThanOrEqual(49);
+    expect((await handle().fetchHistory()).events?.length).toBe(before);
+
+    // Another cluster's first call, once a List has shown it is not running: no describe, and
+    // the answer is the gate the new run made of the call.
+    const uid = '3f1c2f55-8d0c-4f4e-9a55-0a5b3f0c9d10';
+    await new Promise((r) => setTimeout(r, 1_200));
+    const describes = h.views.stats.describes;
+    const first = await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations, uid });
+    expect(first).toMatchObject({
+      status: 'Success',
+      message: `BeforeClusterUpgrade ${TARGET}: queued behind the steps before it`,
+    });
+    expect(first.retryAfterSeconds).toBeGreaterThan(0);
+    expect(h.views.stats.describes).toBe(describes);
+    const other = h.client.workflow.getHandle(clusterUpgradeWorkflowId({ ...h.ref, uid }));
+    expect((await other.describe()).status.name).toBe('RUNNING');
+    await other.terminate('test done');
   });
 
   it('holds a blocked gate with a stable message that names the step', async () => {
