@@ -139,6 +139,12 @@ export interface ClusterUpgradeStatus {
   policyChanges?: { at: string; step: string; policyHash: string }[];
   /** The run this one replaced (terminated, failed or timed out under CAPI). */
   previousRunId?: string;
+  /**
+   * Repeated waits in progress (health checks, extra machines), by gate: when the first check ran
+   * and the current backoff. Carried when a run continues as new, so a wait's timeout counts from
+   * its first check across runs.
+   */
+  waits?: Record<string, { since: string; delayMs: number }>;
 }
 
 /** The memo: what hook handlers read with `describe`, without a worker and without adding history. */
@@ -164,6 +170,8 @@ export interface ClusterUpgradeInput {
   carriedQueue?: HookCall[];
   /** Set when this run replaces one that closed without completing. */
   previousRunId?: string;
+  /** History length at which a run continues as new (default 1,500; tests set it low). */
+  continueAsNewAtEvents?: number;
 }
 
 /** Kubernetes names: a namespace is a DNS-1123 label, a name a DNS-1123 subdomain; neither holds `/`. */

@@ -28,13 +28,16 @@ import {
   updatePolicySignal,
 } from './messages.ts';
 import { releaseCapacity, runStep } from './cluster-upgrade/steps.ts';
-import { iso, UpgradeState } from './cluster-upgrade/state.ts';
+import { CONTINUE_AS_NEW_AT_EVENTS, iso, UpgradeState } from './cluster-upgrade/state.ts';
 
 /** Marks executions of this version: histories without it replay on the v1 code. */
 export const CLUSTER_UPGRADE_V2 = 'cluster-upgrade-v2';
 
 /** Marks executions that record Kubernetes Events on the Cluster. */
 export const CLUSTER_UPGRADE_EVENTS = 'cluster-upgrade-events';
+
+/** Marks executions that continue as new mid-step before their history reaches the limit. */
+export const CLUSTER_UPGRADE_BOUNDED_HISTORY = 'cluster-upgrade-bounded-history';
 
 // Events are best effort: a few quick tries, then the upgrade goes on without it.
 const eventActivities = proxyActivities<UpgradeActivities>({
@@ -55,6 +58,9 @@ export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promis
     patched(CLUSTER_UPGRADE_EVENTS) ? (e) => eventActivities.recordClusterEvent(e) : undefined,
   );
   const status = s.status;
+  if (patched(CLUSTER_UPGRADE_BOUNDED_HISTORY))
+    s.historyLimit = input.continueAsNewAtEvents ?? CONTINUE_AS_NEW_AT_EVENTS;
+  const limit = input.continueAsNewAtEvents !== undefined ? { continueAsNewAtEvents: input.continueAsNewAtEvents } : {};
 
   setHandler(recordHookUpdate, (call) => s.accept(call), {
     validator: (call) => {
@@ -97,7 +103,7 @@ export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promis
       s.setCondition(status.conditions, 'Aborted', 'True', 'Superseded', reason);
       s.setPhase('Aborted', reason);
       await settled(s);
-      return await continueAsNew<typeof clusterUpgradeWorkflow>({ cluster: status.cluster, firstCall: next });
+      return await continueAsNew<typeof clusterUpgradeWorkflow>({ cluster: status.cluster, firstCall: next, ...limit });
     }
     if (s.halted()) {
       if ((await hold(s)) === 'end') {
@@ -108,13 +114,17 @@ export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promis
       }
       continue;
     }
-    if (s.queue.length === 0 && workflowInfo().continueAsNewSuggested) {
+    // Bounded runs continue as new mid-upgrade (the stopped step runs again there); older runs only between steps.
+    if (
+      s.historyLimit !== undefined ? s.historyFull() : s.queue.length === 0 && workflowInfo().continueAsNewSuggested
+    ) {
       await settled(s);
       return await continueAsNew<typeof clusterUpgradeWorkflow>({
         cluster: status.cluster,
         firstCall: input.firstCall,
         carried: status,
         carriedQueue: s.queue,
+        ...limit,
       });
     }
     const call = s.queue.shift();

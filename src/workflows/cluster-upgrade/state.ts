@@ -31,6 +31,9 @@ export const iso = (ms: number) => new Date(ms).toISOString();
 /** Policy changes kept in the status (newest last). */
 const POLICY_CHANGES_KEPT = 20;
 
+/** A run continues as new at this history length: well under 2,000 events, whatever the wait. */
+export const CONTINUE_AS_NEW_AT_EVENTS = 1_500;
+
 export class UpgradeState {
   readonly status: ClusterUpgradeStatus;
   /** Calls whose step has not run yet, in arrival order (kept so resume and retry can run them). */
@@ -41,6 +44,11 @@ export class UpgradeState {
   superseding: HookCall | undefined;
   /** Bumped by every policy change: waits wake on it and re-read the policy. */
   policyVersion = 0;
+  /**
+   * Runs that bound their history: past this length the running step stops (as if interrupted)
+   * and the run continues as new, the step running again there. Undefined in runs started before.
+   */
+  historyLimit: number | undefined;
   /** The step running now: an abort or a supersede cancels it, and with it any activity in flight. */
   private stepScope: CancellationScope | undefined;
   private currentStep: string | undefined;
@@ -186,7 +194,14 @@ export class UpgradeState {
   // ---- questions the loop and the steps ask ----------------------------------------------
 
   interrupted(): boolean {
-    return this.abort !== undefined || this.superseding !== undefined;
+    return this.abort !== undefined || this.superseding !== undefined || this.historyFull();
+  }
+
+  /** Time to continue as new (only in runs that bound their history). */
+  historyFull(): boolean {
+    if (this.historyLimit === undefined) return false;
+    const info = workflowInfo();
+    return info.historyLength >= this.historyLimit || info.continueAsNewSuggested;
   }
 
   /** Aborted or Failed: no step runs until `resume` / `retry`. */

@@ -11,7 +11,7 @@ import type {
 } from '../../activities/upgrade-types.ts';
 import { formatDuration } from '../../domain/durations.ts';
 import { parseMaintenanceWindow, windowState } from '../../domain/maintenance-window.ts';
-import type { HookCall, UpgradeCondition } from '../../model/cluster-upgrade.ts';
+import { gateKey, type HookCall, type UpgradeCondition } from '../../model/cluster-upgrade.ts';
 import { iso, type UpgradeState } from './state.ts';
 
 // Probes are short and repeated by the workflow itself: few retries each, a heartbeat so an
@@ -143,21 +143,31 @@ async function pollUntil<T>(
     waiting: (result: T) => string;
   },
 ): Promise<T | undefined> {
-  const started = Date.now();
-  let delay = PROBE_INITIAL_MS;
+  // A wait the previous run began goes on where it was (it continued as new in the middle).
+  const waits = (s.status.waits ??= {});
+  const key = gateKey(call.hook, call.version);
+  const carried = waits[key];
+  const started = carried ? Date.parse(carried.since) : Date.now();
+  let delay = carried?.delayMs ?? PROBE_INITIAL_MS;
+  const end = <R>(r: R): R => {
+    delete waits[key];
+    return r;
+  };
   for (;;) {
     const result = await poll.check();
-    if (poll.done(result)) return result;
+    if (poll.done(result)) return end(result);
     poll.pending?.(result);
     const timeout = poll.timeoutMs();
     if (Date.now() - started >= timeout) {
       s.fail(call, poll.timedOut(result, formatDuration(timeout)));
-      return undefined;
+      return end(undefined);
     }
     s.setGate(call, 'Waiting', `${call.hook} ${call.version}: ${poll.waiting(result)}`);
+    waits[key] = { since: iso(started), delayMs: delay };
     await s.wait(Math.min(delay, started + timeout - Date.now()));
-    if (s.interrupted()) return undefined;
     delay = Math.min(delay * 2, PROBE_MAX_MS);
+    // Only a run continuing as new keeps the wait: after an abort and resume it starts over.
+    if (s.interrupted()) return s.historyFull() && !s.abort && !s.superseding ? undefined : end(undefined);
   }
 }
 
