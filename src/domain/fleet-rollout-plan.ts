@@ -14,6 +14,8 @@ const NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 /** The input as the workflow uses it: durations in milliseconds, approvals as sets. */
 export interface RolloutSettings {
+  maxConcurrent: number;
+  failureBudget: number;
   soakMs: number;
   clusterDeadlineMs: number;
   approveBefore: number[];
@@ -59,6 +61,8 @@ export function checkRolloutInput(input: FleetRolloutInput): Checked<RolloutSett
   return {
     ok: true,
     value: {
+      maxConcurrent: input.maxConcurrent,
+      failureBudget: input.failureBudget,
       soakMs,
       clusterDeadlineMs: deadline,
       approveBefore: [...new Set(input.approveBefore ?? [])].sort((a, b) => a - b),

@@ -1,7 +1,5 @@
 // The fleet rollout's input, state and messages as the workflow, its
 // activities, the CLI and the tests share them. Pure types and names.
-import type { ClusterRef } from './cluster-upgrade.ts';
-
 /** Which clusters a rollout upgrades: resolved once, when it starts. */
 export interface ClusterSelector {
   /** A Kubernetes label selector (`env=prod,tier in (a,b)`); empty selects every cluster. */
@@ -30,6 +28,8 @@ export interface FleetRolloutInput {
   /** Waves (1-based) that wait for `approve` before they start / after they finish. */
   approveBefore?: number[];
   approveAfter?: number[];
+  /** History length at which a run continues as new (default 1,500; tests set it low). */
+  continueAsNewAtEvents?: number;
 }
 
 /** One cluster as the selection found it. */
@@ -108,8 +108,9 @@ export function fleetRolloutWorkflowId(name: string): string {
 
 /** What the rollout's activities read of one cluster's upgrade (from its workflow's memo). */
 export interface ClusterUpgradeProgress {
-  cluster: ClusterRef;
+  uid: string;
   state: 'upgrading' | 'done' | 'failed';
+  /** The upgrade's phase and reason, or why it counts as failed. */
   message?: string;
 }
 

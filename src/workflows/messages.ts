@@ -3,6 +3,7 @@
 // src/model (plain types that activities may import too).
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { AbortInput, ClusterUpgradeStatus, Gate, HookCall, PolicyUpdate } from '../model/cluster-upgrade.ts';
+import type { ApproveInput, FleetRolloutStatus, RolloutAbortInput } from '../model/fleet-rollout.ts';
 import type {
   MachineUpdateSlotRequest,
   MachineUpdateSlotsStatus,
@@ -40,3 +41,13 @@ export const releaseSlotSignal = defineSignal<[Pick<MachineUpdateSlotRequest, 'w
 /** Sent by the slots workflow to the run it lets in (again on liveness checks: harmless). */
 export const slotGrantedSignal = defineSignal<[]>('slotGranted');
 export const machineUpdateSlotsQuery = defineQuery<MachineUpdateSlotsStatus>('slots');
+
+// ---- fleet rollouts -----------------------------------------------------------
+
+export const fleetRolloutStatusQuery = defineQuery<FleetRolloutStatus>('status');
+/** `temporal workflow signal --name approve --input '{"wave":2,"by":"alice"}'`. */
+export const approveWaveSignal = defineSignal<[ApproveInput]>('approve');
+/** Stops starting clusters (those in flight go on); `resume` starts them again. */
+export const pauseRolloutSignal = defineSignal<[]>('pause');
+/** Stops the rollout for good; `abortInFlight` also aborts the cluster upgrades still running. */
+export const abortRolloutSignal = defineSignal<[RolloutAbortInput?]>('abort');

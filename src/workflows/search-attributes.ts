@@ -9,6 +9,8 @@ export const TargetVersion = defineSearchAttributeKey('CapiTargetVersion', Searc
 export const UpgradePhase = defineSearchAttributeKey('CapiUpgradePhase', SearchAttributeType.KEYWORD);
 export const MachineName = defineSearchAttributeKey('CapiMachineName', SearchAttributeType.KEYWORD);
 export const NodeName = defineSearchAttributeKey('CapiNodeName', SearchAttributeType.KEYWORD);
+/** The fleet rollout: on the rollout and on the cluster upgrades it started. */
+export const FleetRollout = defineSearchAttributeKey('CapiFleetRollout', SearchAttributeType.KEYWORD);
 
 /** Every key the project registers on the Temporal namespace at start. */
 export const allSearchAttributeKeys = [
@@ -18,4 +20,5 @@ export const allSearchAttributeKeys = [
   UpgradePhase,
   MachineName,
   NodeName,
+  FleetRollout,
 ] as const;

@@ -46,7 +46,14 @@ describe('fleet rollout input', () => {
   it('accepts a good input with durations in milliseconds', () => {
     expect(checkRolloutInput(input({ approveAfter: [1, 1], clusterDeadline: '2h' }))).toEqual({
       ok: true,
-      value: { soakMs: 1_800_000, clusterDeadlineMs: 7_200_000, approveBefore: [], approveAfter: [1] },
+      value: {
+        maxConcurrent: 5,
+        failureBudget: 0,
+        soakMs: 1_800_000,
+        clusterDeadlineMs: 7_200_000,
+        approveBefore: [],
+        approveAfter: [1],
+      },
     });
   });
 });

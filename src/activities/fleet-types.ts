@@ -1,0 +1,42 @@
+// The contract between the fleet rollout workflow and its activities
+// (implemented in fleet.ts against the management cluster and Temporal).
+import type { ClusterSelector, ClusterUpgradeProgress, SelectedCluster } from '../model/fleet-rollout.ts';
+
+export interface SetVersionResult {
+  uid: string;
+  /** set: changed by us now; already: at the target (our earlier try); changed: someone else moved it. */
+  outcome: 'set' | 'already' | 'changed' | 'gone';
+  /** spec.topology.version as found, when not set by us. */
+  found?: string;
+}
+
+export interface FleetActivities {
+  /** Clusters matching the selector, with their uid and spec.topology.version. */
+  selectClusters(input: { selector: ClusterSelector }): Promise<SelectedCluster[]>;
+  /**
+   * Moves each cluster's spec.topology.version from the version it was selected at to `target`
+   * (a JSON patch that tests the old value: a concurrent change is reported, never overwritten),
+   * marks it with the rollout's annotation and records an Event on it. Idempotent.
+   */
+  setClusterVersions(input: {
+    rollout: string;
+    target: string;
+    clusters: SelectedCluster[];
+  }): Promise<SetVersionResult[]>;
+  /**
+   * Follows each cluster's upgrade through its cluster-upgrade workflow: returns as soon as one
+   * differs from `known` (or after `waitMs`), with every cluster's progress. Heartbeats.
+   */
+  awaitClusterUpgrades(input: {
+    target: string;
+    clusters: { cluster: SelectedCluster; known: ClusterUpgradeProgress['state'] }[];
+    waitMs: number;
+  }): Promise<ClusterUpgradeProgress[]>;
+  /** The health check after a wave's soak, per cluster: the unhealthy ones with their summary. */
+  checkClustersHealth(input: {
+    clusters: SelectedCluster[];
+    version: string;
+  }): Promise<{ uid: string; summary: string }[]>;
+  /** Signals `abort` to the cluster upgrades still in flight. */
+  abortClusterUpgrades(input: { clusters: SelectedCluster[]; reason: string }): Promise<void>;
+}

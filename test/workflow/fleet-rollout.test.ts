@@ -1,0 +1,286 @@
+// The fleet rollout workflow on the real dev server with a real worker and a
+// fake fleet behind stubbed activities: each cluster "upgrades" a short while
+// after its version is set, or fails, as a test says.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { randomUUID } from 'node:crypto';
+import type { FleetActivities, SetVersionResult } from '../../src/activities/fleet-types.ts';
+import type {
+  ClusterUpgradeProgress,
+  FleetRolloutInput,
+  FleetRolloutStatus,
+  SelectedCluster,
+} from '../../src/model/fleet-rollout.ts';
+import { createTestWorker, testClient } from '../support/temporal.ts';
+import { waitFor } from '../support/wait.ts';
+import type { NativeConnection, Worker } from '@temporalio/worker';
+
+interface FakeCluster extends SelectedCluster {
+  setAt?: number;
+  outcome?: 'done' | 'failed';
+}
+
+/** A fleet the stubbed activities act on; each test makes its own. */
+class FakeFleet {
+  clusters: FakeCluster[] = [];
+  upgradeMs = 300;
+  failing = new Set<string>();
+  unhealthy = new Set<string>();
+  changedBySomeoneElse = new Set<string>();
+  sets: string[] = [];
+  aborted: string[] = [];
+  maxInFlight = 0;
+
+  constructor(n: number, version = 'v1.32.4') {
+    for (let i = 0; i < n; i++)
+      this.clusters.push({ namespace: 'fleet', name: `c${String(i).padStart(2, '0')}`, uid: `uid-${i}`, version });
+  }
+
+  inFlight(): number {
+    return this.clusters.filter((c) => c.setAt !== undefined && this.progress(c).state === 'upgrading').length;
+  }
+
+  progress(c: FakeCluster): ClusterUpgradeProgress {
+    if (c.setAt === undefined || Date.now() - c.setAt < this.upgradeMs) return { uid: c.uid, state: 'upgrading' };
+    if (this.failing.has(c.name)) return { uid: c.uid, state: 'failed', message: 'upgrade failed: node n1 NotReady' };
+    return { uid: c.uid, state: 'done', message: 'upgraded' };
+  }
+
+  byUid(uid: string): FakeCluster {
+    const c = this.clusters.find((x) => x.uid === uid);
+    if (!c) throw new Error(`no cluster ${uid}`);
+    return c;
+  }
+}
+
+let fleet: FakeFleet;
+const activities: FleetActivities = {
+  async selectClusters() {
+    return fleet.clusters.map(({ namespace, name, uid, version }) => ({ namespace, name, uid, version }));
+  },
+  async setClusterVersions({ target, clusters }) {
+    return clusters.map((sel): SetVersionResult => {
+      const c = fleet.byUid(sel.uid);
+      if (fleet.changedBySomeoneElse.has(c.name)) return { uid: c.uid, outcome: 'changed', found: 'v1.32.9' };
+      if (c.version === target) return { uid: c.uid, outcome: 'already' };
+      c.version = target;
+      c.setAt = Date.now();
+      fleet.sets.push(c.name);
+      fleet.maxInFlight = Math.max(fleet.maxInFlight, fleet.inFlight());
+      return { uid: c.uid, outcome: 'set' };
+    });
+  },
+  async awaitClusterUpgrades({ clusters, waitMs }) {
+    const end = Date.now() + waitMs;
+    for (;;) {
+      const now = clusters.map((c) => fleet.progress(fleet.byUid(c.cluster.uid)));
+      if (now.some((p, i) => p.state !== clusters[i]?.known) || Date.now() >= end) return now;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  },
+  async checkClustersHealth({ clusters }) {
+    return clusters
+      .filter((c) => fleet.unhealthy.has(c.name))
+      .map((c) => ({ uid: c.uid, summary: 'node n1 NotReady' }));
+  },
+  async abortClusterUpgrades({ clusters }) {
+    fleet.aborted.push(...clusters.map((c) => c.name));
+  },
+};
+
+describe('fleet rollout workflow', () => {
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let worker: Worker;
+  let connection: NativeConnection;
+  let running: Promise<void>;
+  const taskQueue = `fleet-${randomUUID()}`;
+
+  beforeAll(async () => {
+    ({ client, close: closeClient } = await testClient());
+    ({ worker, connection } = await createTestWorker({ taskQueue, activities }));
+    running = worker.run();
+  });
+  afterAll(async () => {
+    worker.shutdown();
+    await running;
+    await connection.close();
+    await closeClient();
+  });
+
+  const input = (over: Partial<FleetRolloutInput> = {}): FleetRolloutInput => ({
+    name: `r-${randomUUID().slice(0, 8)}`,
+    selector: { labelSelector: 'env=prod' },
+    targetVersion: 'v1.33.0',
+    waves: ['1', '50%', '100%'],
+    soak: '0s',
+    maxConcurrent: 2,
+    failureBudget: 0,
+    ...over,
+  });
+  const started: string[] = [];
+  const start = (i: FleetRolloutInput) => {
+    started.push(`fleet-rollout/${i.name}`);
+    return client.workflow.start('fleetRolloutWorkflow', {
+      workflowId: `fleet-rollout/${i.name}`,
+      taskQueue,
+      args: [i],
+    });
+  };
+  // A test that failed half-way must not leave its rollout acting on the next test's fleet.
+  afterEach(async () => {
+    for (const id of started.splice(0))
+      await client.workflow
+        .getHandle(id)
+        .terminate('test over')
+        .catch(() => undefined);
+  });
+  const status = (id: string) => client.workflow.getHandle(id).query<FleetRolloutStatus>('status');
+
+  it('upgrades in waves, never more than maxConcurrent at once, soaks after each wave and skips clusters at the target', async () => {
+    fleet = new FakeFleet(7);
+    const current = fleet.clusters[6];
+    if (current) current.version = 'v1.33.0';
+    const h = await start(input({ soak: '1s' }));
+    const result = (await h.result()) as FleetRolloutStatus;
+    expect(result.phase).toBe('Completed');
+    expect(result.message).toBe('completed: 6 upgraded, 1 skipped, 0 failed');
+    expect(result.waves.map((w) => [w.size, w.state])).toEqual([
+      [1, 'done'],
+      [2, 'done'],
+      [3, 'done'],
+    ]);
+    expect(fleet.sets).toEqual(['c00', 'c01', 'c02', 'c03', 'c04', 'c05']);
+    expect(fleet.maxInFlight).toBeLessThanOrEqual(2);
+    expect(result.clusters.find((c) => c.name === 'c06')).toMatchObject({
+      state: 'skipped',
+      reason: 'already at v1.33.0',
+    });
+    // Wave 2 began only after wave 1's cluster was done and the soak had passed.
+    const c0 = result.clusters.find((c) => c.name === 'c00');
+    const c1 = result.clusters.find((c) => c.name === 'c01');
+    expect(Date.parse(c1?.startedAt ?? '')).toBeGreaterThanOrEqual(Date.parse(c0?.finishedAt ?? '') + 1_000);
+  });
+
+  it('waits for approvals before and after a wave and records who approved', async () => {
+    fleet = new FakeFleet(3);
+    const h = await start(input({ waves: ['1', '100%'], approveBefore: [2], approveAfter: [1] }));
+    const waiting = await waitFor(
+      () => status(h.workflowId),
+      (s) => s.phase === 'WaitingForApproval',
+    );
+    expect(waiting.message).toBe('wave 1 finished: waiting for approval to go on (signal approve with {"wave":1})');
+    expect(fleet.sets).toEqual(['c00']);
+    await h.signal('approve', { wave: 1, by: 'alice' });
+    const before2 = await waitFor(
+      () => status(h.workflowId),
+      (s) => s.message.startsWith('waiting for approval of wave 2'),
+    );
+    expect(before2.waves[1]?.state).toBe('waiting-approval');
+    expect(fleet.sets).toEqual(['c00']);
+    await h.signal('approve', { wave: 2, by: 'bob' });
+    const result = (await h.result()) as FleetRolloutStatus;
+    expect(result.phase).toBe('Completed');
+    expect(result.waves.map((w) => [w.approvedBeforeBy, w.approvedAfterBy])).toEqual([
+      [undefined, 'alice'],
+      ['bob', undefined],
+    ]);
+  });
+
+  it('stops when more clusters of a wave fail than the budget allows, starting no further clusters', async () => {
+    fleet = new FakeFleet(6);
+    fleet.failing.add('c01').add('c02');
+    const h = await start(input({ waves: ['1', '50%', '100%'], failureBudget: 1, maxConcurrent: 1 }));
+    const result = (await h.result()) as FleetRolloutStatus;
+    expect(result.phase).toBe('Stopped');
+    expect(result.message).toBe(
+      'stopped: 2 clusters of wave 2 failed, more than the failure budget 1; no further clusters started',
+    );
+    expect(fleet.sets).toEqual(['c00', 'c01', 'c02']);
+    expect(result.waves.map((w) => w.state)).toEqual(['done', 'stopped', 'pending']);
+    expect(result.clusters.find((c) => c.name === 'c01')).toMatchObject({
+      state: 'failed',
+      reason: 'upgrade failed: node n1 NotReady',
+    });
+  });
+
+  it('counts a cluster unhealthy after the soak as failed, and skips one whose version someone else changed', async () => {
+    fleet = new FakeFleet(4);
+    fleet.unhealthy.add('c00');
+    fleet.changedBySomeoneElse.add('c02');
+    const h = await start(input({ waves: ['1', '100%'], failureBudget: 1, soak: '1s' }));
+    const result = (await h.result()) as FleetRolloutStatus;
+    expect(result.phase).toBe('Completed');
+    expect(result.clusters.map((c) => [c.name, c.state, c.reason])).toEqual([
+      ['c00', 'failed', 'unhealthy after the soak: node n1 NotReady'],
+      ['c01', 'done', 'upgraded'],
+      ['c02', 'skipped', 'version changed by someone else to v1.32.9 since it was selected'],
+      ['c03', 'done', 'upgraded'],
+    ]);
+  });
+
+  it('pauses (clusters in flight go on, no new ones), resumes, and aborts with the clusters in flight', async () => {
+    fleet = new FakeFleet(8);
+    fleet.upgradeMs = 1_500;
+    const h = await start(input({ waves: ['100%'], maxConcurrent: 2 }));
+    await waitFor(
+      async () => fleet.sets.length,
+      (n) => n >= 2,
+    );
+    await h.signal('pause');
+    const paused = await waitFor(
+      () => status(h.workflowId),
+      (s) => s.phase === 'Paused' && s.clusters.filter((c) => c.state === 'upgrading').length === 0,
+      10_000,
+    );
+    const setWhilePaused = fleet.sets.length;
+    expect(paused.message).toMatch(/^paused: wave 1 of 1: /);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(fleet.sets.length).toBe(setWhilePaused);
+    await h.signal('resume');
+    await waitFor(
+      async () => fleet.sets.length,
+      (n) => n > setWhilePaused,
+    );
+    await h.signal('abort', { reason: 'bad canary', abortInFlight: true });
+    const result = (await h.result()) as FleetRolloutStatus;
+    expect(result.phase).toBe('Aborted');
+    expect(result.message).toBe('aborted: bad canary');
+    expect(fleet.aborted.length).toBeGreaterThan(0);
+    expect(result.clusters.filter((c) => c.state === 'pending').length).toBeGreaterThan(0);
+    for (const name of fleet.aborted)
+      expect(result.clusters.find((c) => c.name === name)).toMatchObject({
+        state: 'failed',
+        reason: 'aborted with the rollout',
+      });
+  });
+
+  it('continues as new when its history fills, and finishes every cluster', async () => {
+    fleet = new FakeFleet(24);
+    fleet.upgradeMs = 100;
+    const i = input({ waves: ['100%'], maxConcurrent: 3, continueAsNewAtEvents: 60 });
+    const h = await start(i);
+    const result = (await client.workflow.getHandle(h.workflowId).result()) as FleetRolloutStatus;
+    expect(result.phase).toBe('Completed');
+    expect(result.clusters.every((c) => c.state === 'done')).toBe(true);
+    expect(new Set(fleet.sets).size).toBe(24);
+    const runs: number[] = [];
+    for await (const wf of client.workflow.list({ query: `WorkflowId = ${JSON.stringify(h.workflowId)}` }))
+      runs.push((await client.workflow.getHandle(h.workflowId, wf.runId).fetchHistory()).events?.length ?? 0);
+    expect(runs.length).toBeGreaterThan(1);
+    for (const n of runs) expect(n).toBeLessThanOrEqual(60 + 15);
+  });
+
+  it.each([
+    [{ waves: ['1', '50%'] }, 'waves must end at 100% (the last wave is "50%")'],
+    [{ failureBudget: -1 }, 'failureBudget must be a whole number ≥ 0, got -1'],
+    [{ selector: { labelSelector: 'env=nowhere' } }, 'selector matched no clusters'],
+  ] as [Partial<FleetRolloutInput>, string][])('refuses %j at start, naming the field', async (over, message) => {
+    fleet = new FakeFleet(over.selector ? 0 : 2);
+    const h = await start(input(over));
+    const err = await h.result().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WorkflowFailedError);
+    expect(String((err as WorkflowFailedError).cause?.message)).toContain(message);
+    expect(fleet.sets).toEqual([]);
+  });
+});
