@@ -1,7 +1,7 @@
 // A fleet rollout's state and what changes it: the status the query returns,
 // the memo (counts for `list` and the metrics), and the reactions to the
 // operator's signals. The loop that runs the waves is in ../fleet-rollout.ts.
-import { CancellationScope, upsertMemo, workflowInfo } from '@temporalio/workflow';
+import { type CancellationScope, upsertMemo, workflowInfo } from '@temporalio/workflow';
 import type { RolloutSettings } from '../../domain/fleet-rollout-plan.ts';
 import {
   FLEET_ROLLOUT_MEMO_KEY,
