@@ -142,6 +142,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
         {
           management,
           upgradeWatch,
+          temporal: () => client,
           ...(config.nodeUpgradeJobImage ? { nodeUpgradeJobImage: config.nodeUpgradeJobImage } : {}),
           ...(config.notificationWebhookUrl ? { notificationWebhookUrl: config.notificationWebhookUrl } : {}),
         },

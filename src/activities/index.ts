@@ -3,7 +3,9 @@
 // can pass their own. Every activity fails with a stable message (failures.ts):
 // activity failures reach CAPI conditions.
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { Client } from '@temporalio/client';
 import { withStableFailures } from './failures.ts';
+import { createFleetActivities } from './fleet.ts';
 import { managementKubeConfig } from './kube.ts';
 import { createMachineUpdateActivities } from './machine-update.ts';
 import type { NodeUpgradeWatch } from './node-upgrade-watch.ts';
@@ -19,15 +21,23 @@ export interface ActivityDeps {
   notificationWebhookUrl?: string;
   /** Waits on node upgrades outside activity slots; unset = upgradeNode polls in its slot. */
   upgradeWatch?: NodeUpgradeWatch;
+  /** The workflow service, for fleet rollouts following cluster upgrades; unset = they fail saying so. */
+  temporal?: () => Client;
 }
 
 export function createActivities(deps: ActivityDeps = {}) {
   const management = deps.management ?? managementKubeConfig();
+  const upgrade = createUpgradeActivities({
+    management,
+    ...(deps.notificationWebhookUrl ? { notifications: { url: deps.notificationWebhookUrl } } : {}),
+  });
   return withStableFailures({
     ...createProbeActivities(),
-    ...createUpgradeActivities({
+    ...upgrade,
+    ...createFleetActivities({
       management,
-      ...(deps.notificationWebhookUrl ? { notifications: { url: deps.notificationWebhookUrl } } : {}),
+      checkClusterHealth: upgrade.checkClusterHealth,
+      ...(deps.temporal ? { temporal: deps.temporal } : {}),
     }),
     ...createMachineUpdateActivities({
       management,

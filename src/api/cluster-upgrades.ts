@@ -35,7 +35,14 @@ import {
   type UpgradeHook,
 } from '../model/cluster-upgrade.ts';
 import { abortSignal, recordHookUpdate, updatePolicySignal } from '../workflows/messages.ts';
-import { ClusterName, ClusterNamespace, TargetVersion, UpgradePhase } from '../workflows/search-attributes.ts';
+import { FLEET_ROLLOUT_ANNOTATION } from '../model/fleet-rollout.ts';
+import {
+  ClusterName,
+  ClusterNamespace,
+  FleetRollout,
+  TargetVersion,
+  UpgradePhase,
+} from '../workflows/search-attributes.ts';
 import { BackgroundRecorder } from './background-recorder.ts';
 import type { Cluster } from './contract.ts';
 import { HookFailure, HttpError } from './errors.ts';
@@ -53,6 +60,9 @@ export interface ClusterUpgradeBackendOptions {
   views?: Partial<Pick<ConstructorParameters<typeof UpgradeViews>[0], 'maxStaleMs' | 'refreshMs' | 'redescribeMs'>>;
   log?: ConstructorParameters<typeof BackgroundRecorder>[0]['log'];
 }
+
+/** The cluster an upgrade hook is about, and the fleet rollout that changed its version (if one did). */
+type UpgradeTarget = Required<ClusterRef> & { rollout?: string };
 
 export type ClusterUpgradeHandlers = LifecycleHandlers & { views: UpgradeViews };
 
@@ -163,10 +173,11 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
    * closed run refuses the start (WorkflowExecutionAlreadyStartedError) and the caller reads it.
    */
   const start = async (
-    cluster: Required<ClusterRef>,
+    target: UpgradeTarget,
     call: HookCall,
     replacing?: { previousRunId?: string },
   ): Promise<Gate> => {
+    const { rollout, ...cluster } = target;
     const workflowId = clusterUpgradeWorkflowId(cluster);
     const input: ClusterUpgradeInput = {
       cluster,
@@ -188,6 +199,8 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
           { key: ClusterName, value: cluster.name },
           { key: TargetVersion, value: call.targetVersion },
           { key: UpgradePhase, value: 'Pending' },
+          // Started by a fleet rollout's version change: findable with the rollout.
+          ...(rollout ? [{ key: FleetRollout, value: rollout }] : []),
         ],
       }),
     });
@@ -202,7 +215,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
 
   /** Answers from what is kept (`kept`) or from a describe made now (`fresh`). */
   const answerFrom = async (
-    cluster: Required<ClusterRef>,
+    cluster: UpgradeTarget,
     call: HookCall,
     ctx: HookContext,
     read: 'kept' | 'fresh',
@@ -260,7 +273,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     }
   };
 
-  const upgradeHook = async (cluster: Required<ClusterRef>, call: HookCall, ctx: HookContext): Promise<RetryResult> =>
+  const upgradeHook = async (cluster: UpgradeTarget, call: HookCall, ctx: HookContext): Promise<RetryResult> =>
     await withinDeadline(client, ctx, async () => {
       try {
         return await answerFrom(cluster, call, ctx, 'kept');
@@ -317,7 +330,10 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
         policy,
         policyHash: policyHash(policy),
       };
-      return (await upgradeHook(ref, call, ctx)) as Awaited<ReturnType<HookImplementation<H>>>;
+      const rollout = r.cluster.metadata.annotations?.[FLEET_ROLLOUT_ANNOTATION];
+      return (await upgradeHook({ ...ref, ...(rollout ? { rollout } : {}) }, call, ctx)) as Awaited<
+        ReturnType<HookImplementation<H>>
+      >;
     };
 
   /** Off the request path: a lifecycle event is history, never a reason to hold a cluster back. */

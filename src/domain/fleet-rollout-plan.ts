@@ -135,6 +135,10 @@ export function planRollout(input: FleetRolloutInput, selected: SelectedCluster[
   const eligible: RolloutCluster[] = [];
   let above: SelectedCluster | undefined;
   for (const c of sorted) {
+    if (c.skip) {
+      clusters.push({ ...c, state: 'skipped', reason: c.skip });
+      continue;
+    }
     const parsed = tryParseVersion(c.version);
     if (!parsed.ok) {
       clusters.push({

@@ -39,6 +39,8 @@ export interface SelectedCluster {
   uid: string;
   /** `spec.topology.version` when selected. */
   version: string;
+  /** Why the selection found it but the rollout must leave it alone (being deleted, no topology). */
+  skip?: string;
 }
 
 export type RolloutClusterState = 'pending' | 'upgrading' | 'done' | 'failed' | 'skipped';

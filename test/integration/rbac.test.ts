@@ -42,6 +42,7 @@ import {
   type NodeUpgradeRequest,
 } from '../../src/activities/machine-update.ts';
 import type { MachineUpdateActivities, NodeUpgradeInput } from '../../src/activities/machine-update-types.ts';
+import { createFleetActivities } from '../../src/activities/fleet.ts';
 import { createUpgradeActivities } from '../../src/activities/upgrade.ts';
 import type { UpgradeActivities } from '../../src/activities/upgrade-types.ts';
 import { createNodeAgentCheck, type NodeAgentCheck } from '../../src/api/node-agents.ts';
@@ -697,6 +698,22 @@ async function tourNodeAgentCheck(): Promise<void> {
   );
 }
 
+/** worker: clusters list/get/patch and events create, as a fleet rollout selects and moves a Cluster. */
+async function tourFleet(): Promise<void> {
+  const obj = capiCluster('tour-fleet', g, { version: OLD });
+  obj.metadata.labels = { ...obj.metadata.labels, 'fleet-tour': g };
+  await createCapiObject(mg.custom, obj);
+  const fleet = createFleetActivities({
+    management: identities.worker,
+    checkClusterHealth: upgrade.checkClusterHealth,
+  });
+  const found = await fleet.selectClusters({ selector: { labelSelector: `fleet-tour=${g}`, namespaces: [g] } });
+  expect(found.map((c) => [c.name, c.version])).toEqual([['tour-fleet', OLD]]);
+  expect(await fleet.setClusterVersions({ rollout: 'rbac-tour', target: NEW, clusters: found })).toEqual([
+    { uid: found[0]?.uid, outcome: 'set' },
+  ]);
+}
+
 describe('RBAC roles in config/', () => {
   it('are exactly what the code uses: the tour uses every granted rule, nothing else, and is never refused', async () => {
     await tourCapacity();
@@ -707,6 +724,7 @@ describe('RBAC roles in config/', () => {
     await tourJobExecutor();
     await tourDelegateExecutor();
     await tourNodeAgentCheck();
+    await tourFleet();
 
     const events = await tourAuditEvents(tourStartedAt);
     expect(refused(events).map((e) => `the roles lack: ${describeRequest(e)}`)).toEqual([]);

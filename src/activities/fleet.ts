@@ -1,0 +1,245 @@
+// The fleet rollout's activities: select Clusters in the management cluster,
+// move their spec.topology.version (test-and-set, never overwriting someone
+// else's change), follow each cluster's upgrade through its cluster-upgrade
+// workflow in Temporal, re-check health after a soak, abort what is in flight.
+import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
+import { ApplicationFailure } from '@temporalio/common';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import {
+  CLUSTER_UPGRADE_MEMO_KEY,
+  clusterUpgradeWorkflowId,
+  type ClusterUpgradeMemo,
+} from '../model/cluster-upgrade.ts';
+import { FLEET_ROLLOUT_ANNOTATION, type ClusterUpgradeProgress, type SelectedCluster } from '../model/fleet-rollout.ts';
+import type { FleetActivities, SetVersionResult } from './fleet-types.ts';
+import { heartbeating } from './heartbeat.ts';
+import { createEventRecorder } from './kube-events.ts';
+import { apiClient, isNotFound, statusCode } from './kube.ts';
+import type { UpgradeActivities } from './upgrade-types.ts';
+
+const CAPI_GROUP = 'cluster.x-k8s.io';
+const CAPI_VERSION = 'v1beta2';
+const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
+/** How often a wait on the clusters reads their upgrades. */
+const FOLLOW_POLL_MS = 2_000;
+
+export interface FleetActivityDeps {
+  management: KubeConfig;
+  /** The workflow service the cluster upgrades run in (unset: following them fails, saying so). */
+  temporal?: () => Client;
+  checkClusterHealth: UpgradeActivities['checkClusterHealth'];
+}
+
+interface ClusterObject {
+  metadata?: {
+    namespace?: string;
+    name?: string;
+    uid?: string;
+    deletionTimestamp?: string;
+    annotations?: Record<string, string>;
+    resourceVersion?: string;
+  };
+  spec?: { topology?: { version?: string; classRef?: { name?: string }; class?: string } };
+}
+
+const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
+
+export function createFleetActivities(deps: FleetActivityDeps): FleetActivities {
+  const custom = apiClient(deps.management, CustomObjectsApi);
+  const recordEvent = createEventRecorder(deps.management);
+  const temporal = (): Client => {
+    if (!deps.temporal)
+      throw ApplicationFailure.nonRetryable(
+        'this worker has no Temporal client for fleet rollouts',
+        'NoTemporalClient',
+      );
+    return deps.temporal();
+  };
+
+  const getCluster = async (c: SelectedCluster): Promise<ClusterObject | undefined> => {
+    try {
+      return (await custom.getNamespacedCustomObject({
+        group: CAPI_GROUP,
+        version: CAPI_VERSION,
+        plural: 'clusters',
+        namespace: c.namespace,
+        name: c.name,
+      })) as ClusterObject;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  };
+
+  /** Read, then a JSON patch that tests resourceVersion: optimistic concurrency, retried on a race. */
+  const setVersion = async (rollout: string, target: string, c: SelectedCluster): Promise<SetVersionResult> => {
+    for (let attempt = 1; ; attempt++) {
+      const now = await getCluster(c);
+      if (!now || now.metadata?.uid !== c.uid) return { uid: c.uid, outcome: 'gone' };
+      const found = now.spec?.topology?.version ?? '';
+      const annotations = now.metadata?.annotations;
+      // Our own earlier try (a retried activity) set both.
+      if (found === target && annotations?.[FLEET_ROLLOUT_ANNOTATION] === rollout)
+        return { uid: c.uid, outcome: 'already' };
+      if (found !== c.version) return { uid: c.uid, outcome: 'changed', found };
+      try {
+        await custom.patchNamespacedCustomObject(
+          {
+            group: CAPI_GROUP,
+            version: CAPI_VERSION,
+            plural: 'clusters',
+            namespace: c.namespace,
+            name: c.name,
+            body: [
+              { op: 'test', path: '/metadata/resourceVersion', value: now.metadata?.resourceVersion },
+              { op: 'test', path: '/spec/topology/version', value: c.version },
+              { op: 'replace', path: '/spec/topology/version', value: target },
+              annotations
+                ? {
+                    op: 'add',
+                    path: `/metadata/annotations/${escapePointer(FLEET_ROLLOUT_ANNOTATION)}`,
+                    value: rollout,
+                  }
+                : { op: 'add', path: '/metadata/annotations', value: { [FLEET_ROLLOUT_ANNOTATION]: rollout } },
+            ],
+          },
+          jsonPatch,
+        );
+        break;
+      } catch (err) {
+        const code = statusCode(err);
+        if (code === 404) return { uid: c.uid, outcome: 'gone' };
+        // 422: the Cluster changed between the read and the patch; read again.
+        if (code !== 422 || attempt >= 5) throw err;
+      }
+    }
+    await recordEvent({
+      kind: 'Cluster',
+      namespace: c.namespace,
+      name: c.name,
+      reason: 'FleetRolloutVersionSet',
+      type: 'Normal',
+      message: `fleet rollout ${rollout} set spec.topology.version ${c.version} → ${target}`,
+      key: `fleet-rollout/${rollout}/${c.uid}/${target}`,
+    });
+    return { uid: c.uid, outcome: 'set' };
+  };
+
+  /** What the cluster-upgrade workflow says about this cluster's upgrade to `target`. */
+  const progressOf = async (c: SelectedCluster, target: string): Promise<ClusterUpgradeProgress> => {
+    const workflowId = clusterUpgradeWorkflowId({ namespace: c.namespace, name: c.name, uid: c.uid });
+    let d;
+    try {
+      d = await temporal().workflow.getHandle(workflowId).describe();
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError)
+        return { uid: c.uid, state: 'upgrading', message: 'waiting for Cluster API to begin the upgrade' };
+      throw err;
+    }
+    const memo = d.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
+    if (!memo || memo.targetVersion !== target)
+      return { uid: c.uid, state: 'upgrading', message: 'waiting for Cluster API to begin the upgrade' };
+    const running = d.status.name === 'RUNNING';
+    if (memo.phase === 'Upgraded') return { uid: c.uid, state: 'done', message: `upgraded to ${target}` };
+    if (memo.halted) return { uid: c.uid, state: 'failed', message: memo.halted };
+    if (!running && memo.phase === 'Aborted')
+      return { uid: c.uid, state: 'failed', message: memo.reason ?? 'the upgrade was aborted' };
+    // Any other close is replaced by a fresh run on CAPI's next hook call: still upgrading.
+    return { uid: c.uid, state: 'upgrading', message: `upgrade ${memo.phase.toLowerCase()}` };
+  };
+
+  return {
+    async selectClusters({ selector }) {
+      return await heartbeating(async () => {
+        const namespaces = selector.namespaces?.length ? selector.namespaces : [undefined];
+        const found: SelectedCluster[] = [];
+        for (const namespace of namespaces) {
+          const common = {
+            group: CAPI_GROUP,
+            version: CAPI_VERSION,
+            plural: 'clusters',
+            ...(selector.labelSelector ? { labelSelector: selector.labelSelector } : {}),
+          };
+          let list: { items?: ClusterObject[] };
+          try {
+            list = (
+              namespace
+                ? await custom.listNamespacedCustomObject({ ...common, namespace })
+                : await custom.listClusterCustomObject(common)
+            ) as { items?: ClusterObject[] };
+          } catch (err) {
+            if (statusCode(err) === 400)
+              throw ApplicationFailure.nonRetryable(
+                `selector.labelSelector ${JSON.stringify(selector.labelSelector)} is not a valid label selector`,
+                'InvalidRolloutInput',
+              );
+            throw err;
+          }
+          for (const item of list.items ?? []) {
+            const topology = item.spec?.topology;
+            const clusterClass = topology?.classRef?.name ?? topology?.class;
+            if (selector.clusterClass && clusterClass !== selector.clusterClass) continue;
+            const skip = item.metadata?.deletionTimestamp
+              ? 'being deleted'
+              : !topology?.version
+                ? 'has no spec.topology.version (not a ClusterClass cluster)'
+                : undefined;
+            found.push({
+              namespace: item.metadata?.namespace ?? '',
+              name: item.metadata?.name ?? '',
+              uid: item.metadata?.uid ?? '',
+              version: topology?.version ?? '',
+              ...(skip ? { skip } : {}),
+            });
+          }
+        }
+        return found;
+      });
+    },
+
+    async setClusterVersions({ rollout, target, clusters }) {
+      return await heartbeating(async () => {
+        const results: SetVersionResult[] = [];
+        for (const c of clusters) results.push(await setVersion(rollout, target, c));
+        return results;
+      });
+    },
+
+    async awaitClusterUpgrades({ target, clusters, waitMs }) {
+      return await heartbeating(async () => {
+        const end = Date.now() + waitMs;
+        for (;;) {
+          const now = await Promise.all(clusters.map((c) => progressOf(c.cluster, target)));
+          if (now.some((p, i) => p.state !== clusters[i]?.known) || Date.now() >= end) return now;
+          await new Promise((r) => setTimeout(r, Math.min(FOLLOW_POLL_MS, Math.max(0, end - Date.now()))));
+        }
+      });
+    },
+
+    async checkClustersHealth({ clusters, version }) {
+      const unhealthy: { uid: string; summary: string }[] = [];
+      for (const c of clusters) {
+        const report = await deps.checkClusterHealth({
+          cluster: { namespace: c.namespace, name: c.name, uid: c.uid },
+          scope: 'post',
+          version,
+          criticalNamespaces: ['kube-system'],
+          blockingPdbPolicy: 'warn',
+        });
+        if (!report.healthy) unhealthy.push({ uid: c.uid, summary: report.summary });
+      }
+      return unhealthy;
+    },
+
+    async abortClusterUpgrades({ clusters, reason }) {
+      for (const c of clusters) {
+        const id = clusterUpgradeWorkflowId({ namespace: c.namespace, name: c.name, uid: c.uid });
+        try {
+          await temporal().workflow.getHandle(id).signal('abort', { reason });
+        } catch (err) {
+          if (!(err instanceof WorkflowNotFoundError)) throw err;
+        }
+      }
+    },
+  };
+}
