@@ -51,7 +51,8 @@ async function createCluster(name: string, version: string, labelled = true): Pr
   if (labelled) obj.metadata.labels = { ...obj.metadata.labels, fleet: g };
   await createCapiObject(mg.custom, obj);
 }
-const readCluster = async (name: string) => (await getCapiObject(mg.custom, 'Cluster', g, name)) as unknown as ClusterObject;
+const readCluster = async (name: string) =>
+  (await getCapiObject(mg.custom, 'Cluster', g, name)) as unknown as ClusterObject;
 
 describe('a fleet rollout over Clusters in the test bed', () => {
   let client: Client;
