@@ -5,6 +5,7 @@
 //   capi-upgrades abort <ns>/<cluster> [--reason TEXT]
 //   capi-upgrades resume|retry <ns>/<cluster>
 //   capi-upgrades history <ns>/<cluster> [-o json]
+//   capi-upgrades rollout start|status|list|approve|pause|resume|abort … (fleet rollouts)
 // It reads the same TEMPORAL_* settings as the extension (address, namespace,
 // TLS, API key). The `temporal` and `tctl` commands in the README do the same
 // by workflow id.
@@ -23,6 +24,17 @@ import {
   type UpgradeReport,
   type UpgradeRow,
 } from './operations.ts';
+import {
+  controlRollout,
+  listRollouts,
+  ROLLOUT_USAGE,
+  rolloutInput,
+  rolloutStatus,
+  rolloutText,
+  startRollout,
+  type RolloutControl,
+  type RolloutFlags,
+} from './rollouts.ts';
 
 const USAGE = `usage: capi-upgrades <command> [options]
 
@@ -34,6 +46,7 @@ const USAGE = `usage: capi-upgrades <command> [options]
   resume <namespace>/<cluster>   continue an aborted or failed upgrade where it stopped
   retry <namespace>/<cluster>    run a failed step again
   history <namespace>/<cluster>  every run for the cluster, and the versions it went through
+${ROLLOUT_USAGE}
 
   -o json                        machine-readable output
 Temporal: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and the TLS / API key settings of the extension.`;
@@ -105,18 +118,42 @@ function statusText(r: UpgradeReport): string {
 }
 
 async function main(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      phase: { type: 'string' },
-      namespace: { type: 'string' },
-      all: { type: 'boolean' },
-      reason: { type: 'string' },
-      output: { type: 'string', short: 'o' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
+  const parse = () =>
+    parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        phase: { type: 'string' },
+        namespace: { type: 'string' },
+        all: { type: 'boolean' },
+        reason: { type: 'string' },
+        output: { type: 'string', short: 'o' },
+        // rollout
+        selector: { type: 'string' },
+        namespaces: { type: 'string' },
+        'cluster-class': { type: 'string' },
+        version: { type: 'string' },
+        waves: { type: 'string' },
+        soak: { type: 'string' },
+        'max-concurrent': { type: 'string' },
+        'failure-budget': { type: 'string' },
+        'cluster-deadline': { type: 'string' },
+        'approve-before': { type: 'string' },
+        'approve-after': { type: 'string' },
+        wave: { type: 'string' },
+        by: { type: 'string' },
+        'abort-in-flight': { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse();
+  } catch (err) {
+    // Unknown option, missing value: a usage error (exit 2), one line.
+    throw new UsageError((err instanceof Error ? err.message : String(err)).split('\n')[0] ?? 'bad arguments');
+  }
+  const { values, positionals } = parsed;
   const [command, target] = positionals;
   if (values.help || !command) {
     console.log(USAGE);
@@ -127,9 +164,18 @@ async function main(argv: string[]): Promise<number> {
   const phase = values.phase as UpgradePhase | undefined;
   if (phase !== undefined && !PHASES.includes(phase))
     throw new UsageError(`--phase ${phase}: expected one of ${PHASES.join(', ')}`);
-  if (!['list', 'status', 'abort', 'resume', 'retry', 'history'].includes(command))
+  if (!['list', 'status', 'abort', 'resume', 'retry', 'history', 'rollout'].includes(command))
     throw new UsageError(`unknown command ${JSON.stringify(command)}`);
-  const cluster = command === 'list' ? undefined : parseClusterKey(target);
+  const rollout = command === 'rollout' ? { sub: target ?? '', name: positionals[2] } : undefined;
+  const ROLLOUT_COMMANDS = ['start', 'status', 'list', 'approve', 'pause', 'resume', 'abort'];
+  if (rollout && !ROLLOUT_COMMANDS.includes(rollout.sub))
+    throw new UsageError(`rollout ${JSON.stringify(rollout.sub)}: expected one of ${ROLLOUT_COMMANDS.join(', ')}`);
+  if (rollout && rollout.sub !== 'list' && !rollout.name)
+    throw new UsageError(`rollout ${rollout.sub}: name the rollout`);
+  // Checked before connecting: a typo is refused even while Temporal is away.
+  const flags = values as RolloutFlags;
+  const rolloutStart = rollout?.sub === 'start' ? rolloutInput(rollout.name, flags) : undefined;
+  const cluster = command === 'list' || rollout ? undefined : parseClusterKey(target);
 
   const settings = parseConfig(process.env).temporal;
   let connection: Connection;
@@ -141,7 +187,31 @@ async function main(argv: string[]): Promise<number> {
   const client = new Client({ connection, namespace: settings.namespace });
   const print = (value: unknown, text: string) => console.log(json ? JSON.stringify(value, null, 2) : text);
   try {
-    if (command === 'list') {
+    if (rollout) {
+      const name = rollout.name ?? '';
+      if (rolloutStart) {
+        const started = await startRollout(client, settings.taskQueue, rolloutStart);
+        print(started, `started ${started.workflowId}${started.status ? `\n\n${rolloutText(started.status)}` : ''}`);
+      } else if (rollout.sub === 'status') {
+        const status = await rolloutStatus(client, name);
+        print(status, rolloutText(status));
+      } else if (rollout.sub === 'list') {
+        const rows = await listRollouts(client);
+        print(
+          rows,
+          rows.length === 0
+            ? 'no rollouts found'
+            : table(
+                rows.map((r) => ({ ...r })),
+                ['name', 'phase', 'status', 'startTime', 'message'],
+              ),
+        );
+      } else {
+        const control = rollout.sub as RolloutControl;
+        const sent = await controlRollout(client, name, control, flags);
+        print({ signalled: control, workflowId: sent.workflowId }, `${control} sent to ${sent.workflowId}`);
+      }
+    } else if (command === 'list') {
       const rows = await listUpgrades(client, {
         ...(phase ? { phase } : {}),
         ...(values.namespace ? { namespace: values.namespace } : {}),

@@ -1,0 +1,79 @@
+// A fleet behind stubbed fleet-rollout activities: each cluster "upgrades" a
+// short while after its version is set, or fails, as a test says.
+import type { FleetActivities, SetVersionResult } from '../../src/activities/fleet-types.ts';
+import type { ClusterUpgradeProgress, SelectedCluster } from '../../src/model/fleet-rollout.ts';
+
+interface FakeCluster extends SelectedCluster {
+  setAt?: number;
+  outcome?: 'done' | 'failed';
+}
+
+/** A fleet the stubbed activities act on; each test makes its own. */
+export class FakeFleet {
+  clusters: FakeCluster[] = [];
+  upgradeMs = 300;
+  failing = new Set<string>();
+  unhealthy = new Set<string>();
+  changedBySomeoneElse = new Set<string>();
+  sets: string[] = [];
+  aborted: string[] = [];
+  maxInFlight = 0;
+
+  constructor(n: number, version = 'v1.32.4') {
+    for (let i = 0; i < n; i++)
+      this.clusters.push({ namespace: 'fleet', name: `c${String(i).padStart(2, '0')}`, uid: `uid-${i}`, version });
+  }
+
+  inFlight(): number {
+    return this.clusters.filter((c) => c.setAt !== undefined && this.progress(c).state === 'upgrading').length;
+  }
+
+  progress(c: FakeCluster): ClusterUpgradeProgress {
+    if (c.setAt === undefined || Date.now() - c.setAt < this.upgradeMs) return { uid: c.uid, state: 'upgrading' };
+    if (this.failing.has(c.name)) return { uid: c.uid, state: 'failed', message: 'upgrade failed: node n1 NotReady' };
+    return { uid: c.uid, state: 'done', message: 'upgraded' };
+  }
+
+  byUid(uid: string): FakeCluster {
+    const c = this.clusters.find((x) => x.uid === uid);
+    if (!c) throw new Error(`no cluster ${uid}`);
+    return c;
+  }
+}
+
+/** Activities acting on whatever fleet `current()` returns (tests swap fleets). */
+export function fakeFleetActivities(current: () => FakeFleet): FleetActivities {
+  return {
+    async selectClusters() {
+      return current().clusters.map(({ namespace, name, uid, version }) => ({ namespace, name, uid, version }));
+    },
+    async setClusterVersions({ target, clusters }) {
+      return clusters.map((sel): SetVersionResult => {
+        const c = current().byUid(sel.uid);
+        if (current().changedBySomeoneElse.has(c.name)) return { uid: c.uid, outcome: 'changed', found: 'v1.32.9' };
+        if (c.version === target) return { uid: c.uid, outcome: 'already' };
+        c.version = target;
+        c.setAt = Date.now();
+        current().sets.push(c.name);
+        current().maxInFlight = Math.max(current().maxInFlight, current().inFlight());
+        return { uid: c.uid, outcome: 'set' };
+      });
+    },
+    async awaitClusterUpgrades({ clusters, waitMs }) {
+      const end = Date.now() + waitMs;
+      for (;;) {
+        const now = clusters.map((c) => current().progress(current().byUid(c.cluster.uid)));
+        if (now.some((p, i) => p.state !== clusters[i]?.known) || Date.now() >= end) return now;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+    async checkClustersHealth({ clusters }) {
+      return clusters
+        .filter((c) => current().unhealthy.has(c.name))
+        .map((c) => ({ uid: c.uid, summary: 'node n1 NotReady' }));
+    },
+    async abortClusterUpgrades({ clusters }) {
+      current().aborted.push(...clusters.map((c) => c.name));
+    },
+  };
+}
