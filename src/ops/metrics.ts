@@ -52,6 +52,13 @@ export const machineUpdatesInFlight = new Gauge({
   registers: [registry],
 });
 
+export const rolloutClusters = new Gauge({
+  name: 'capi_upgrade_rollout_clusters',
+  help: "Clusters of each running fleet rollout by state: pending, upgrading, done, failed, skipped (from the rollouts' memos in Temporal visibility, refreshed every 30 s).",
+  labelNames: ['rollout', 'state'] as const,
+  registers: [registry],
+});
+
 export const nodeDrainDuration = new Histogram({
   name: 'capi_upgrade_node_drain_duration_seconds',
   help: 'Wall time from the start of a node drain (kept across retried attempts and workers) to the end of each attempt, by result (drained, failed, cancelled).',

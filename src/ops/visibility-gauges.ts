@@ -1,20 +1,28 @@
 // Gauges read from Temporal visibility: running cluster upgrades and machine
 // updates by phase (the CapiUpgradePhase search attribute the workflows keep
-// current). One list call per refresh, off any request path; a failed refresh
+// current), and each running fleet rollout's clusters by state (its memo). One list call per refresh, off any request path; a failed refresh
 // keeps the last figures (the temporal_reachable metric says why).
 import type { Client } from '@temporalio/client';
+import { FLEET_ROLLOUT_MEMO_KEY, type FleetRolloutMemo } from '../model/fleet-rollout.ts';
 import { UpgradePhase } from '../workflows/search-attributes.ts';
-import { machineUpdatesInFlight, upgradesByPhase } from './metrics.ts';
+import { machineUpdatesInFlight, rolloutClusters, upgradesByPhase } from './metrics.ts';
 
-const QUERY = "ExecutionStatus = 'Running' AND WorkflowType IN ('clusterUpgradeWorkflow', 'machineUpdateWorkflow')";
+const QUERY =
+  "ExecutionStatus = 'Running' AND WorkflowType IN ('clusterUpgradeWorkflow', 'machineUpdateWorkflow', 'fleetRolloutWorkflow')";
 /** A fleet is thousands, not millions: past this the figures stop growing rather than the scrape. */
 const MAX_COUNTED = 50_000;
 
 export async function refreshVisibilityGauges(client: Client): Promise<void> {
   const upgrades = new Map<string, number>();
   const updates = new Map<string, number>();
+  const rollouts = new Map<string, FleetRolloutMemo['counts']>();
   let n = 0;
   for await (const wf of client.workflow.list({ query: QUERY, pageSize: 1_000 })) {
+    if (wf.type === 'fleetRolloutWorkflow') {
+      const memo = wf.memo?.[FLEET_ROLLOUT_MEMO_KEY] as FleetRolloutMemo | undefined;
+      if (memo) rollouts.set(wf.workflowId.replace(/^fleet-rollout\//, ''), memo.counts);
+      continue;
+    }
     const phase = wf.typedSearchAttributes.get(UpgradePhase) ?? 'Unknown';
     const into = wf.type === 'clusterUpgradeWorkflow' ? upgrades : updates;
     into.set(phase, (into.get(phase) ?? 0) + 1);
@@ -24,6 +32,9 @@ export async function refreshVisibilityGauges(client: Client): Promise<void> {
   for (const [phase, count] of upgrades) upgradesByPhase.set({ phase }, count);
   machineUpdatesInFlight.reset();
   for (const [phase, count] of updates) machineUpdatesInFlight.set({ phase }, count);
+  rolloutClusters.reset();
+  for (const [rollout, counts] of rollouts)
+    for (const [state, count] of Object.entries(counts)) rolloutClusters.set({ rollout, state }, count);
 }
 
 export function startVisibilityGauges(client: Client, intervalMs = 30_000): { stop(): void } {

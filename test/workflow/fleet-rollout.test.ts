@@ -4,6 +4,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
 import type { FleetRolloutInput, FleetRolloutStatus } from '../../src/model/fleet-rollout.ts';
+import { rolloutClusters } from '../../src/ops/metrics.ts';
+import { refreshVisibilityGauges } from '../../src/ops/visibility-gauges.ts';
 import { FakeFleet, fakeFleetActivities } from '../support/fake-fleet.ts';
 import { createTestWorker, testClient } from '../support/temporal.ts';
 import { waitFor } from '../support/wait.ts';
@@ -95,6 +97,22 @@ describe('fleet rollout workflow', () => {
     );
     expect(waiting.message).toBe('wave 1 finished: waiting for approval to go on (signal approve with {"wave":1})');
     expect(fleet.sets).toEqual(['c00']);
+    // The metric: this rollout's clusters by state, from its memo.
+    const name = h.workflowId.replace('fleet-rollout/', '');
+    const gauge = await waitFor(
+      async () => {
+        await refreshVisibilityGauges(client);
+        return (await rolloutClusters.get()).values.filter((v) => v.labels.rollout === name);
+      },
+      (values) => values.some((v) => v.labels.state === 'done' && v.value === 1),
+    );
+    expect(Object.fromEntries(gauge.map((v) => [v.labels.state, v.value]))).toEqual({
+      pending: 2,
+      upgrading: 0,
+      done: 1,
+      failed: 0,
+      skipped: 0,
+    });
     await h.signal('approve', { wave: 1, by: 'alice' });
     const before2 = await waitFor(
       () => status(h.workflowId),
