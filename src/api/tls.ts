@@ -1,10 +1,12 @@
 // Serving certificate from files, reloaded without restart. cert-manager
 // rotates the mounted Secret by swapping a symlink in the directory, so we
 // watch the directory and also re-read on an interval (watch events are not
-// guaranteed on every filesystem). A half-written pair is ignored until both
-// files match again.
+// guaranteed on every filesystem). Only events naming our files or the
+// Secret volume's own `..data` entries count: anything else written there
+// (logs, say) must not re-read and re-parse the key pair each time. A burst of
+// events is one re-read. A half-written pair is ignored until both files match again.
 import { watch, readFileSync, type FSWatcher } from 'node:fs';
-import { dirname } from 'node:path';
+import { basename, dirname } from 'node:path';
 import { createSecureContext, type SecureContextOptions } from 'node:tls';
 
 export interface TlsFiles {
@@ -49,12 +51,26 @@ export function watchCertificates(
   };
   const timer = setInterval(reload, intervalMs);
   timer.unref();
+  const ours = new Set(
+    [files.certFile, files.keyFile, files.clientCaFile].filter(Boolean).map((f) => basename(f as string)),
+  );
+  let pending: NodeJS.Timeout | undefined;
+  const onEvent = (_event: string, name: string | Buffer | null) => {
+    const file = name === null ? undefined : String(name);
+    if (file !== undefined && !ours.has(file) && !file.startsWith('..')) return;
+    if (pending) return;
+    pending = setTimeout(() => {
+      pending = undefined;
+      reload();
+    }, 50);
+    pending.unref();
+  };
   const watchers: FSWatcher[] = [];
   for (const dir of new Set(
     [files.certFile, files.keyFile, files.clientCaFile].filter(Boolean).map((f) => dirname(f as string)),
   )) {
     try {
-      const w = watch(dir, () => reload());
+      const w = watch(dir, onEvent);
       w.unref();
       watchers.push(w);
     } catch (err) {
@@ -65,6 +81,7 @@ export function watchCertificates(
     reload,
     stop() {
       clearInterval(timer);
+      clearTimeout(pending);
       for (const w of watchers) w.close();
     },
   };

@@ -1,41 +1,19 @@
 // `capi-upgrades rollout …` as an operator runs it: a child process with the
 // TEMPORAL_* settings against the real dev server, a worker serving the
 // rollout workflow with a fake fleet behind its activities.
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { NativeConnection, Worker } from '@temporalio/worker';
 import type { RolloutRow } from '../../src/cli/rollouts.ts';
 import type { FleetRolloutStatus } from '../../src/model/fleet-rollout.ts';
 import { FakeFleet, fakeFleetActivities } from '../support/fake-fleet.ts';
-import { requireEnv } from '../support/services.ts';
+import { capiUpgrades } from '../support/cli.ts';
 import { createTestWorker } from '../support/temporal.ts';
 import { waitFor } from '../support/wait.ts';
 
-const run = promisify(execFile);
 const taskQueue = `cli-rollout-${randomUUID()}`;
 
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(
-      process.execPath,
-      ['--disable-warning=ExperimentalWarning', 'src/cli/capi-upgrades.ts', ...args],
-      {
-        env: {
-          PATH: process.env.PATH,
-          TEMPORAL_ADDRESS: requireEnv('TEMPORAL_ADDRESS'),
-          TEMPORAL_NAMESPACE: requireEnv('TEMPORAL_NAMESPACE'),
-          TEMPORAL_TASK_QUEUE: taskQueue,
-        },
-      },
-    );
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: e.code ?? -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
-}
+const cli = (...args: string[]) => capiUpgrades(args, { TEMPORAL_TASK_QUEUE: taskQueue });
 const json = async <T>(...args: string[]): Promise<T> => JSON.parse((await cli(...args, '-o', 'json')).stdout) as T;
 
 describe('capi-upgrades rollout', () => {

@@ -1,11 +1,9 @@
 // The operator CLI (`capi-upgrades`, src/cli) as an operator runs it: a child
 // process with the TEMPORAL_* settings, against an upgrade CAPI drives through
 // the hooks on the real dev server (activities stubbed).
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import type { UpgradeReport, UpgradeRow } from '../../src/cli/operations.ts';
-import { requireEnv } from '../support/services.ts';
+import { capiUpgrades } from '../support/cli.ts';
 import {
   beforeClusterUpgrade,
   hangUntilCancelled,
@@ -15,27 +13,7 @@ import {
 } from '../support/upgrade-harness.ts';
 import { waitFor } from '../support/wait.ts';
 
-const run = promisify(execFile);
-
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(
-      process.execPath,
-      ['--disable-warning=ExperimentalWarning', 'src/cli/capi-upgrades.ts', ...args],
-      {
-        env: {
-          PATH: process.env.PATH,
-          TEMPORAL_ADDRESS: requireEnv('TEMPORAL_ADDRESS'),
-          TEMPORAL_NAMESPACE: requireEnv('TEMPORAL_NAMESPACE'),
-        },
-      },
-    );
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: e.code ?? -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
-}
+const cli = (...args: string[]) => capiUpgrades(args);
 
 describe('capi-upgrades', () => {
   let h: UpgradeHarness;
