@@ -39,6 +39,9 @@ export interface Running {
   stop(): Promise<void>;
 }
 
+/** How long a stopping process keeps writing queued lifecycle events (the pod's grace period is 30 s). */
+const RECORDER_FLUSH_MS = 5_000;
+
 export async function run(config: AppConfig, log: Logger = createLogger(config.logLevel)): Promise<Running> {
   let hookServer: HookServer | undefined;
   let workers: WorkerHost | undefined;
@@ -184,6 +187,8 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
       credentialWatch.stop();
       // Stop taking hook calls first, then let running activities finish.
       await hookServer?.close();
+      // Lifecycle events CAPI will not send again: a few seconds to write what is queued.
+      await recorder.flush(RECORDER_FLUSH_MS);
       recorder.close();
       lifecycle?.views.close();
       await replacing;

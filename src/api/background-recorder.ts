@@ -78,10 +78,21 @@ export class BackgroundRecorder {
     await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** Stops taking records; what is queued is dropped (CAPI's next call, if any, brings it again). */
+  /** Waits until what is queued is written, or `ms` passed: a graceful stop loses none of it in time. */
+  async flush(ms: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.idle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+    clearTimeout(timer);
+  }
+
+  /** Stops taking records; what is still queued is dropped (logged by count). */
   close(): void {
     this.closed = true;
     clearTimeout(this.timer);
+    if (this.queue.length > 0) {
+      this.stats.dropped += this.queue.length;
+      this.opts.log.error({ records: this.queue.length }, 'background records dropped at stop');
+    }
     this.queue.length = 0;
     this.keys.clear();
     this.notifyIdle();

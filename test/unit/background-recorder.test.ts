@@ -91,4 +91,24 @@ describe('BackgroundRecorder', () => {
     await r.idle();
     expect(tries).toBe(0);
   });
+
+  it('flushes what is queued before a stop, for at most the time it is given, and counts what it drops', async () => {
+    const r = new BackgroundRecorder({ ...fast, concurrency: 1 });
+    let written = 0;
+    for (const key of ['a', 'b', 'c'])
+      r.record(key, async () => {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        written++;
+      });
+    await r.flush(5_000);
+    expect(written).toBe(3);
+    r.record('slow', () => new Promise(() => {}));
+    r.record('queued', async () => {});
+    const started = Date.now();
+    await r.flush(100);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    r.close();
+    expect(r.stats.dropped).toBe(1);
+    expect(logs).toContain('error background records dropped at stop');
+  });
 });
