@@ -213,6 +213,20 @@ describe('fleet rollout workflow', () => {
     for (const n of runs) expect(n).toBeLessThanOrEqual(60 + 15);
   });
 
+  it('rolls out to 1,000 clusters with no run over 2,000 events (default limit)', async () => {
+    fleet = new FakeFleet(1_000);
+    fleet.upgradeMs = 0;
+    const h = await start(input({ waves: ['10', '50%', '100%'], maxConcurrent: 8 }));
+    const result = (await client.workflow.getHandle(h.workflowId).result()) as FleetRolloutStatus;
+    expect(result.message).toBe('completed: 1000 upgraded, 0 skipped, 0 failed');
+    expect(result.waves.map((w) => w.size)).toEqual([10, 490, 500]);
+    const runs: number[] = [];
+    for await (const wf of client.workflow.list({ query: `WorkflowId = ${JSON.stringify(h.workflowId)}` }))
+      runs.push((await client.workflow.getHandle(h.workflowId, wf.runId).fetchHistory()).events?.length ?? 0);
+    expect(runs.length).toBeGreaterThan(1);
+    for (const n of runs) expect(n).toBeLessThanOrEqual(2_000);
+  }, 180_000);
+
   it.each([
     [{ waves: ['1', '50%'] }, 'waves must end at 100% (the last wave is "50%")'],
     [{ failureBudget: -1 }, 'failureBudget must be a whole number ≥ 0, got -1'],
