@@ -10,10 +10,9 @@
 //   - a closed run: completed for this target → Success; closed any other way
 //     (terminated, failed, timed out, cancelled, ended by a deletion) or gone
 //     (past retention) → a fresh run for this call, recording the old run id;
-//   - no run: one update-with-start, answered with the gate the new run made.
+//   - no run: one start (no describe first when the last List did not show it running).
 // BeforeClusterCreate and AfterControlPlaneInitialized never wait on Temporal.
 import {
-  WithStartWorkflowOperation,
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
@@ -160,17 +159,26 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     return false;
   };
 
+  // Its own deadline, no caller's abort: the List runs on the views' refresh timer, never for one hook.
   const listRunning = async function* (): AsyncIterable<ListedRun> {
     const query = `WorkflowType = "clusterUpgradeWorkflow" AND ExecutionStatus = "Running"`;
-    for await (const wf of client.workflow.list({ query, pageSize: 1000 }))
-      yield { workflowId: wf.workflowId, runId: wf.runId, memo: wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] };
+    const runs = await client.connection.withDeadline(Date.now() + SHARED_DESCRIBE_TIMEOUT_MS, () =>
+      client.connection.withAbortSignal(new AbortController().signal, async () => {
+        const all: ListedRun[] = [];
+        for await (const wf of client.workflow.list({ query, pageSize: 1000 }))
+          all.push({ workflowId: wf.workflowId, runId: wf.runId, memo: wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] });
+        return all;
+      }),
+    );
+    yield* runs;
   };
   const views = new UpgradeViews({ describe: describeRun, listRunning, log, ...opts.views });
 
   /**
-   * Starts a run with this call as its first, in one round trip (update-with-start): the answer is
-   * the gate the run made of it. `replacing` names a closed run this one replaces; without it a
-   * closed run refuses the start (WorkflowExecutionAlreadyStartedError) and the caller reads it.
+   * Starts a run with this call as its first: one round trip that no worker has to answer (the run
+   * records the call in its first task), answered "queued". `replacing` names a closed run this one
+   * replaces; without it a closed run refuses the start (WorkflowExecutionAlreadyStartedError) and
+   * the caller reads it. A run another replica started first is kept (this call comes again).
    */
   const start = async (
     target: UpgradeTarget,
@@ -185,25 +193,22 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       ...(replacing?.previousRunId ? { previousRunId: replacing.previousRunId } : {}),
     };
     views.invalidate(workflowId);
-    return await client.workflow.executeUpdateWithStart(recordHookUpdate, {
-      args: [call],
-      startWorkflowOperation: new WithStartWorkflowOperation('clusterUpgradeWorkflow', {
-        workflowId,
-        taskQueue,
-        args: [input],
-        // Two api replicas seeing the same first call start one workflow (the second update is a repeat).
-        workflowIdConflictPolicy: 'USE_EXISTING',
-        workflowIdReusePolicy: replacing ? 'ALLOW_DUPLICATE' : 'REJECT_DUPLICATE',
-        typedSearchAttributes: [
-          { key: ClusterNamespace, value: cluster.namespace },
-          { key: ClusterName, value: cluster.name },
-          { key: TargetVersion, value: call.targetVersion },
-          { key: UpgradePhase, value: 'Pending' },
-          // Started by a fleet rollout's version change: findable with the rollout.
-          ...(rollout ? [{ key: FleetRollout, value: rollout }] : []),
-        ],
-      }),
+    await client.workflow.start('clusterUpgradeWorkflow', {
+      workflowId,
+      taskQueue,
+      args: [input],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: replacing ? 'ALLOW_DUPLICATE' : 'REJECT_DUPLICATE',
+      typedSearchAttributes: [
+        { key: ClusterNamespace, value: cluster.namespace },
+        { key: ClusterName, value: cluster.name },
+        { key: TargetVersion, value: call.targetVersion },
+        { key: UpgradePhase, value: 'Pending' },
+        // Started by a fleet rollout's version change: findable with the rollout.
+        ...(rollout ? [{ key: FleetRollout, value: rollout }] : []),
+      ],
     });
+    return queuedGate(call);
   };
 
   /** The answer once a write was refused as a repeat (another replica recorded the call first). */
@@ -229,7 +234,6 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       run = await withinHookDeadline(read === 'kept' ? views.get(workflowId) : views.fresh(workflowId), ctx);
       if (!run) return answer(await start(cluster, call));
     } catch (err) {
-      if (err instanceof WorkflowUpdateFailedError) return await answerFresh(workflowId, call);
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
       // A closed run (the List does not show those): read it and answer below.
       run = await withinHookDeadline(views.fresh(workflowId), ctx);
@@ -241,12 +245,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
         return { status: 'Success', message: `upgrade to ${memo.targetVersion} completed`, retryAfterSeconds: 0 };
       // A finished upgrade to another target is the past; any other close must not be answered from.
       const replaced = run.status === 'COMPLETED' && memo?.phase === 'Upgraded' ? undefined : run.runId;
-      try {
-        return answer(await start(cluster, call, replaced ? { previousRunId: replaced } : {}));
-      } catch (err) {
-        if (err instanceof WorkflowUpdateFailedError) return await answerFresh(workflowId, call);
-        throw err;
-      }
+      return answer(await start(cluster, call, replaced ? { previousRunId: replaced } : {}));
     }
     if (run.workflowTaskRetrying && (await workflowTaskFailed(workflowId, run.runId)))
       return failure(`internal error in workflow ${workflowId}, see run ${run.runId}`);

@@ -16,6 +16,7 @@
 //   `redescribeMs`.
 // The bound: an answer is at most `maxStaleMs` plus the visibility store's lag
 // older than the workflow's state (the dev server's lag is milliseconds).
+import { AsyncLocalStorage } from 'node:async_hooks';
 
 /** What a hook needs to know about an upgrade's current run. */
 export interface RunView {
@@ -56,6 +57,12 @@ interface Entry {
 }
 
 export class UpgradeViews {
+  /**
+   * The context the views were made in (app start). The refresh runs there: a timer scheduled
+   * during a hook call would otherwise inherit that call's Temporal deadline and abort signal
+   * (the client keeps them in AsyncLocalStorage), and every later List would fail past it.
+   */
+  private readonly outside = AsyncLocalStorage.snapshot();
   private readonly opts: Required<Omit<UpgradeViewsOptions, 'log'>> & Pick<UpgradeViewsOptions, 'log'>;
   private readonly entries = new Map<string, Entry>();
   private readonly inflight = new Map<string, Promise<RunView | undefined>>();
@@ -146,7 +153,7 @@ export class UpgradeViews {
   }
 
   private schedule(ms: number): void {
-    this.timer = setTimeout(() => void this.refresh(), ms);
+    this.timer = setTimeout(() => this.outside(() => void this.refresh()), ms);
     this.timer.unref();
   }
 

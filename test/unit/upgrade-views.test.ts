@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { describe, expect, it } from '@jest/globals';
 import { UpgradeViews, type ListedRun, type RunView } from '../../src/api/upgrade-views.ts';
 
@@ -157,6 +158,23 @@ describe('UpgradeViews', () => {
     await views.get('a'); // answered from the List's entry; a describe starts behind it
     await sleep(20);
     expect((await views.get('a'))?.workflowTaskRetrying).toBe(true);
+    views.close();
+  });
+
+  it('refreshes outside the hook call that started it (no inherited deadline or abort)', async () => {
+    const hookContext = new AsyncLocalStorage<string>();
+    const seen: (string | undefined)[] = [];
+    const views = new UpgradeViews({
+      describe: async () => undefined,
+      listRunning: async function* () {
+        seen.push(hookContext.getStore());
+      },
+      refreshMs: 10,
+    });
+    await hookContext.run('hook call', () => views.get('a'));
+    await sleep(50);
+    expect(seen.length).toBeGreaterThan(1);
+    expect(seen.every((s) => s === undefined)).toBe(true);
     views.close();
   });
 });
