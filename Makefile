@@ -7,7 +7,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 JEST := node --experimental-vm-modules --no-warnings=ExperimentalWarning node_modules/jest/bin/jest.js
 
-.PHONY: help dev test test-unit test-workflow test-e2e test-integration test-capi lint build bundle bench bench-machine-updates clean
+.PHONY: help dev test test-unit test-workflow test-e2e test-integration test-capi lint build bundle bench bench-fleet bench-vs-go bench-machine-updates clean
 
 help:
 	@echo "make dev        run Temporal dev server + worker + HTTPS hook server (Ctrl-C stops all)"
@@ -15,6 +15,8 @@ help:
 	@echo "make test-unit  the unit tier only (no services)"
 	@echo "make test-capi  the real-CAPI tier only: Cluster API's controllers drive the extension"
 	@echo "make bench      hook server latency/throughput benchmark"
+	@echo "make bench-fleet  500 clusters' hooks at 100 req/s against api, worker and Temporal as separate processes (BENCH_ARGS='--clusters 500 --rate 100')"
+	@echo "make bench-vs-go  GenerateUpgradePlan: ours vs Cluster API's Go test extension, same client (BENCH_ARGS='--duration 10 --concurrency 32')"
 	@echo "make bench-machine-updates  200 KWOK nodes updated in place, limit 20 (BENCH_ARGS='--nodes 200 --limit 20 --delay 15')"
 
 dev:
@@ -40,6 +42,12 @@ build:
 
 bench:
 	@source scripts/env.sh && node --disable-warning=ExperimentalWarning bench/hooks.ts
+
+bench-fleet:
+	@source scripts/env.sh && node --disable-warning=ExperimentalWarning bench/fleet.ts $(BENCH_ARGS)
+
+bench-vs-go:
+	@source scripts/env.sh && eval "$$(bash scripts/tools-capi.sh test-extension)" && node --disable-warning=ExperimentalWarning bench/upgrade-plan-vs-go.ts $(BENCH_ARGS)
 
 bench-machine-updates:
 	@source scripts/env.sh --testbed && node --disable-warning=ExperimentalWarning bench/machine-updates.ts $(BENCH_ARGS)

@@ -10,22 +10,28 @@
 // the end asks the server process for its peak RSS over IPC. Any error
 // (non-200, status other than Success, unexpected body) fails the run.
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { Agent, request as httpsRequest } from 'node:https';
-import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { Agent } from 'node:https';
+import { loadavg, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { HOOKS_PATH_PREFIX, defaultHandlerName, type HookName } from '../src/api/contract.ts';
 import { hookPath } from '../src/api/hook-route.ts';
-import { HookRegistry } from '../src/api/registry.ts';
-import { nonBlockingLifecycleHandlers } from '../src/api/routes/lifecycle.ts';
-import { noInPlaceHandlers } from '../src/api/routes/in-place.ts';
-import { upgradePlanHandlers } from '../src/api/routes/upgrade-plan.ts';
-import { startHookServer } from '../src/api/server.ts';
-import { parseConfig } from '../src/config.ts';
-import { createCertificateAuthority, issueCertificate } from '../src/local/certs.ts';
 import { sampleRequest } from '../test/support/capi-fixtures.ts';
+import {
+  chainedPlanRequestBody,
+  closedLoop,
+  formatMs,
+  machineLine,
+  numberOption,
+  percentile,
+  postHook,
+  runMain,
+  startBenchHookServer,
+  table,
+  writeServingCertificate,
+} from './lib.ts';
 
 // ---------------------------------------------------------------- IPC
 
@@ -44,22 +50,7 @@ type ParentMessage = { type: 'usage' } | { type: 'stop' };
 async function runServer(): Promise<void> {
   const send = (message: ServerMessage) => process.send?.(message);
   try {
-    const config = parseConfig({
-      HOOK_SERVER_HOST: '127.0.0.1',
-      HOOK_SERVER_PORT: '0',
-      TLS_CERT_DIR: process.env.TLS_CERT_DIR,
-      LOG_LEVEL: 'silent',
-    });
-    const server = await startHookServer({
-      server: config.server,
-      logLevel: config.logLevel,
-      app: {
-        registry: new HookRegistry(config.handlers),
-        lifecycle: nonBlockingLifecycleHandlers,
-        upgradePlan: upgradePlanHandlers,
-        inPlace: noInPlaceHandlers,
-      },
-    });
+    const server = await startBenchHookServer(process.env.TLS_CERT_DIR, 'silent');
     // The parent going away (crash, Ctrl-C) must not leave a server behind.
     process.on('disconnect', () => process.exit(0));
     process.on('message', (message: ParentMessage) => {
@@ -123,15 +114,7 @@ function scenarios(concurrency: number): Scenario[] {
     JSON.stringify({ apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1', kind: 'DiscoveryRequest' }),
   );
   const acpi = Buffer.from(JSON.stringify(sampleRequest('AfterControlPlaneInitialized')));
-  // A four-minor chain: the control plane (and its workers) still on v1.29.0.
-  const plan = Buffer.from(
-    JSON.stringify({
-      ...sampleRequest('GenerateUpgradePlan'),
-      fromControlPlaneKubernetesVersion: 'v1.29.0',
-      fromWorkersKubernetesVersion: 'v1.29.0',
-      toKubernetesVersion: 'v1.33.0',
-    }),
-  );
+  const plan = chainedPlanRequestBody();
   const acpiCheck = expectKind('AfterControlPlaneInitializedResponse');
   return [
     {
@@ -177,88 +160,21 @@ function scenarios(concurrency: number): Scenario[] {
   ];
 }
 
-const REQUEST_TIMEOUT_MS = 15_000;
-
-/** One POST as CAPI sends it: JSON body, no Content-Type. Resolves on a verified Success. */
-function post(port: number, ca: string, agent: Agent | false, scenario: Scenario): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest(
-      {
-        host: '127.0.0.1',
-        port,
-        path: scenario.path,
-        method: 'POST',
-        ca,
-        agent,
-        headers: { 'Content-Length': scenario.body.length },
-        timeout: REQUEST_TIMEOUT_MS,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('error', reject);
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}: ${text.slice(0, 160)}`));
-          let body: Record<string, unknown>;
-          try {
-            body = JSON.parse(text) as Record<string, unknown>;
-          } catch {
-            return reject(new Error(`response is not JSON: ${text.slice(0, 160)}`));
-          }
-          if (body.status !== 'Success')
-            return reject(new Error(`status ${JSON.stringify(body.status)}: ${String(body.message)}`));
-          const problem = scenario.check(body);
-          if (problem) return reject(new Error(problem));
-          resolve();
-        });
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`no response within ${REQUEST_TIMEOUT_MS} ms`)));
-    req.on('error', reject);
-    req.end(scenario.body);
-  });
+/** One POST as CAPI sends it; resolves on a Success that passes the scenario's check. */
+async function post(port: number, ca: string, agent: Agent | false, scenario: Scenario): Promise<void> {
+  const problem = scenario.check(await postHook({ port, ca, agent }, scenario.path, scenario.body));
+  if (problem) throw new Error(problem);
 }
 
-interface Phase {
-  requests: number;
-  errors: number;
-  errorSamples: Map<string, number>;
-  latencies: number[];
-  seconds: number;
-}
-
-/** A closed loop: `concurrency` workers, each sending its next request when the last one is answered. */
-async function drive(
+function drive(
   port: number,
   ca: string,
   agent: Agent | false,
   scenario: Scenario,
   seconds: number,
   maxRequests: number,
-): Promise<Phase> {
-  const phase: Phase = { requests: 0, errors: 0, errorSamples: new Map(), latencies: [], seconds: 0 };
-  const start = process.hrtime.bigint();
-  const deadline = start + BigInt(Math.round(seconds * 1e9));
-  let issued = 0;
-  const worker = async () => {
-    while (issued < maxRequests && process.hrtime.bigint() < deadline) {
-      issued++;
-      const t0 = process.hrtime.bigint();
-      try {
-        await post(port, ca, agent, scenario);
-        phase.latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
-      } catch (err) {
-        phase.errors++;
-        const message = err instanceof Error ? err.message : String(err);
-        phase.errorSamples.set(message, (phase.errorSamples.get(message) ?? 0) + 1);
-      }
-      phase.requests++;
-    }
-  };
-  await Promise.all(Array.from({ length: scenario.concurrency }, worker));
-  phase.seconds = Number(process.hrtime.bigint() - start) / 1e9;
-  return phase;
+) {
+  return closedLoop(scenario.concurrency, seconds, maxRequests, () => post(port, ca, agent, scenario));
 }
 
 class ServerProcess {
@@ -349,23 +265,7 @@ async function runScenario(
   }
 }
 
-function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return NaN;
-  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[index] ?? NaN;
-}
-
-function table(rows: string[][], rightAligned: (i: number) => boolean): string {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  const line = (r: string[]) =>
-    r.map((cell, i) => (rightAligned(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join('  ');
-  return [line(rows[0]!), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1).map(line)]
-    .map((l) => l.trimEnd())
-    .join('\n');
-}
-
 function report(results: Result[], peakRssKiB: number, commandLine: string, loadBefore: number): string {
-  const ms = (v: number) => (Number.isNaN(v) ? '-' : v < 10 ? v.toFixed(2) : v.toFixed(1));
   const rows = [
     ['scenario', 'conc', 'requests', 'errors', 'req/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'srv CPU', 'cli CPU'],
     ...results.map((r) => [
@@ -374,15 +274,14 @@ function report(results: Result[], peakRssKiB: number, commandLine: string, load
       String(r.requests),
       String(r.errors),
       (r.requests / r.seconds).toFixed(0),
-      ms(percentile(r.latencies, 50)),
-      ms(percentile(r.latencies, 90)),
-      ms(percentile(r.latencies, 99)),
-      ms(r.latencies.length > 0 ? r.latencies[r.latencies.length - 1]! : NaN),
+      formatMs(percentile(r.latencies, 50)),
+      formatMs(percentile(r.latencies, 90)),
+      formatMs(percentile(r.latencies, 99)),
+      formatMs(r.latencies.length > 0 ? r.latencies[r.latencies.length - 1]! : NaN),
       `${r.serverCpuPercent.toFixed(0)}%`,
       `${r.clientCpuPercent.toFixed(0)}%`,
     ]),
   ];
-  const cpuList = cpus();
   return [
     `command: ${commandLine}`,
     '',
@@ -390,8 +289,7 @@ function report(results: Result[], peakRssKiB: number, commandLine: string, load
     '',
     `server peak RSS: ${(peakRssKiB / 1024).toFixed(1)} MiB` +
       ` (per scenario, cumulative: ${results.map((r) => (r.serverMaxRssKiB / 1024).toFixed(1)).join(' / ')} MiB)`,
-    `node ${process.version}, ${availableParallelism()} CPUs (${cpuList[0]?.model.trim() ?? 'unknown'}),` +
-      ` ${process.platform}/${process.arch}; 1-min load average ${loadBefore.toFixed(2)} before, ${(loadavg()[0] ?? 0).toFixed(2)} after`,
+    machineLine(loadBefore),
     'CPU columns: % of one core over the measured window (server process / load generator process).',
   ].join('\n');
 }
@@ -407,21 +305,12 @@ function parseOptions(): Options & { server: boolean } {
     },
     strict: true,
   });
-  const number = (name: string, raw: string, min: number, max: number, integer: boolean): number => {
-    const n = Number(raw);
-    if (!Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n))) {
-      throw new Error(
-        `--${name} ${JSON.stringify(raw)}: expected ${integer ? 'an integer' : 'a number'} ${min}..${max}`,
-      );
-    }
-    return n;
-  };
   return {
     server: values.server,
-    durationSeconds: number('duration', values.duration, 0.1, 600, false),
-    warmupSeconds: number('warmup', values.warmup, 0, 60, false),
-    concurrency: number('concurrency', values.concurrency, 1, 1024, true),
-    maxRequests: number('max-requests', values['max-requests'], 1, 100_000_000, true),
+    durationSeconds: numberOption('duration', values.duration, 0.1, 600, false),
+    warmupSeconds: numberOption('warmup', values.warmup, 0, 60, false),
+    concurrency: numberOption('concurrency', values.concurrency, 1, 1024, true),
+    maxRequests: numberOption('max-requests', values['max-requests'], 1, 100_000_000, true),
   };
 }
 
@@ -449,15 +338,7 @@ async function main(): Promise<number> {
     process.exit(130);
   });
   try {
-    const ca = createCertificateAuthority('bench CA');
-    const serving = issueCertificate(ca, {
-      commonName: 'localhost',
-      dnsNames: ['localhost'],
-      ipAddresses: ['127.0.0.1'],
-      usage: 'server',
-    });
-    writeFileSync(join(dir, 'tls.key'), serving.keyPem, { mode: 0o600 });
-    writeFileSync(join(dir, 'tls.crt'), serving.certPem);
+    const caPem = writeServingCertificate(dir);
     const started = await ServerProcess.start(dir);
     server = started.server;
 
@@ -468,7 +349,7 @@ async function main(): Promise<number> {
       process.stderr.write(
         `running ${scenario.name} (concurrency ${scenario.concurrency}, ${options.warmupSeconds} s warm-up + ${options.durationSeconds} s)...\n`,
       );
-      results.push(await runScenario(server, started.port, ca.certPem, scenario, options));
+      results.push(await runScenario(server, started.port, caPem, scenario, options));
     }
     const { maxRSS } = await server.usage();
     await server.stop();
@@ -490,12 +371,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => {
-    if (code >= 0) process.exitCode = code;
-  },
-  (err: unknown) => {
-    console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
-    process.exitCode = 1;
-  },
-);
+runMain(main);

@@ -18,7 +18,7 @@
 // and each step's p50/p99, the most updates ever past the queue at once, and
 // the worker's peak RSS.
 import { execFile, fork, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,6 +26,7 @@ import { parseArgs, promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { machineUpdateSlotsWorkflowId, type MachineUpdateStatus } from '../src/model/machine-update.ts';
 import { imageNodeOptions } from './image-node-options.ts';
+import { cpuByCommand } from './lib/proc.ts';
 
 const execFileAsync = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -84,30 +85,6 @@ async function runWorker(): Promise<void> {
 }
 
 // ---------------------------------------------------------------- driver side
-
-/** CPU seconds used so far by every process on this machine, by command name (Linux /proc; empty elsewhere). */
-function cpuByCommand(): Map<string, number> {
-  const out = new Map<string, number>();
-  let pids: string[] = [];
-  try {
-    pids = readdirSync('/proc').filter((p) => /^\d+$/.test(p));
-  } catch {
-    return out;
-  }
-  for (const pid of pids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      // utime and stime are fields 14 and 15 of stat (11 and 12 after the command), in clock ticks (100/s).
-      const ticks = Number(fields[11]) + Number(fields[12]);
-      out.set(comm, (out.get(comm) ?? 0) + ticks / 100);
-    } catch {
-      // The process ended meanwhile.
-    }
-  }
-  return out;
-}
 
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;

@@ -5,12 +5,19 @@
 #   scripts/tools-capi.sh                 # ensure, print `export VAR='path'` lines on stdout
 #   scripts/tools-capi.sh --env-file F    # ensure, also write the export lines to F
 #   eval "$(scripts/tools-capi.sh)"       # typical use
+#   scripts/tools-capi.sh test-extension  # instead: only CAPI's test extension (benchmarks)
 #
 # Exported variables: CAPI_VERSION, CAPI_MANAGER_BINARY (core), CABPK_MANAGER_BINARY
 # (kubeadm bootstrap), KCP_MANAGER_BINARY (kubeadm control plane), CAPD_MANAGER_BINARY
 # (Docker provider, used with its in-memory backend), CAPI_MODULE_DIR and
 # CAPI_TEST_MODULE_DIR (module-cache sources of sigs.k8s.io/cluster-api and
 # sigs.k8s.io/cluster-api/test at CAPI_VERSION: CRDs, webhook manifests, templates).
+#
+# `test-extension` builds nothing of the above: it ensures CAPI's own Runtime
+# Extension used by its e2e tests (sigs.k8s.io/cluster-api/test/extension, the
+# reference bench/upgrade-plan-vs-go.ts measures against) and exports only
+# CAPI_VERSION and CAPI_TEST_EXTENSION_BINARY. It has its own revision stamp, so
+# it never invalidates the cached managers, nor they it.
 #
 # Cache: ${CAPI_UO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-upgrade-orchestrator}/tools/cluster-api-<version>/
 # Progress goes to stderr; stdout carries only the export lines.
@@ -19,7 +26,7 @@
 # -modfile with replaces to the copies) so that nothing listens beyond loopback,
 # which upstream offers no flag for:
 #   - controller-runtime's webhook server defaults its host to 127.0.0.1 (all four
-#     managers; upstream listens on every interface);
+#     managers and the test extension; upstream listens on every interface);
 #   - CAPD's in-memory workload API servers and debug server listen on 127.0.0.1,
 #     the debug server on an ephemeral port (upstream: fixed :19000, so a second
 #     CAPD on the machine would exit), and the workload port picker skips ports
@@ -34,16 +41,20 @@ MOD="$ROOT/tools/capi"
 # Bump when the patches or build flags change: cached binaries of another
 # revision are rebuilt.
 BUILD_REV=1
+# The same for the test extension (test-extension mode), stamped separately.
+TEST_EXTENSION_BUILD_REV=1
 
 log() { printf '[tools-capi] %s\n' "$*" >&2; }
 die() { printf '[tools-capi] error: %s\n' "$*" >&2; exit 1; }
 
 ENV_FILE=""
+MODE=managers
 while [ $# -gt 0 ]; do
   case "$1" in
     --env-file) ENV_FILE="${2:?--env-file needs a path}"; shift 2 ;;
     --env-file=*) ENV_FILE="${1#*=}"; shift ;;
-    ensure) shift ;;
+    ensure) MODE=managers; shift ;;
+    test-extension) MODE=test-extension; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
@@ -139,6 +150,43 @@ patch_sources() {
     -replace "sigs.k8s.io/cluster-api/test=$ct" "$out/go.mod"
 }
 
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+emit() { # prints the export lines on stdout, and to ENV_FILE when asked
+  if [ -n "$ENV_FILE" ]; then
+    mkdir -p "$(dirname "$ENV_FILE")"
+    printf '%s\n' "$1" >"$ENV_FILE"
+  fi
+  printf '%s\n' "$1"
+}
+
+if [ "$MODE" = test-extension ]; then
+  # Built with the same patched controller-runtime as the managers: the
+  # extension's webhook server has no host flag and would otherwise listen on
+  # every interface.
+  bin="$DIR/capi-test-extension"
+  if [ ! -x "$bin" ] || [ "$(cat "$DIR/.build-rev-test-extension" 2>/dev/null || true)" != "$TEST_EXTENSION_BUILD_REV" ]; then
+    tmp="$(mktemp -d "$TOOLS/.cluster-api-$CAPI_VERSION.XXXXXX")"
+    trap 'rm -rf "$tmp"' EXIT
+    patch_sources "$tmp"
+    vars="-X sigs.k8s.io/cluster-api/version.gitVersion=$CAPI_VERSION -X sigs.k8s.io/cluster-api/version.gitMajor=1"
+    vars+=" -X sigs.k8s.io/cluster-api/version.gitMinor=$CAPI_MINOR -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
+    log "building Cluster API $CAPI_VERSION test extension (cold: a few minutes)"
+    start=$(date +%s)
+    env CGO_ENABLED=0 go build -C "$MOD" -trimpath -modfile "$tmp/go.mod" -ldflags "-s -w $vars" \
+      -o "$tmp/capi-test-extension" sigs.k8s.io/cluster-api/test/extension ||
+      die "building the Cluster API $CAPI_VERSION test extension failed (see the go output above)"
+    mkdir -p "$DIR"
+    mv -f "$tmp/capi-test-extension" "$bin"
+    printf '%s\n' "$TEST_EXTENSION_BUILD_REV" >"$DIR/.build-rev-test-extension"
+    log "Cluster API test extension built in $(( $(date +%s) - start ))s"
+  fi
+  emit "$(
+    echo "export CAPI_VERSION=$(q "$CAPI_VERSION")"
+    echo "export CAPI_TEST_EXTENSION_BINARY=$(q "$bin")"
+  )"
+  exit 0
+fi
+
 missing=()
 for b in capi-manager cabpk-manager kcp-manager capd-manager; do
   [ -x "$DIR/$b" ] || missing+=("$b")
@@ -174,8 +222,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   log "Cluster API managers built in $(( $(date +%s) - start ))s"
 fi
 
-q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
-out="$(
+emit "$(
   echo "export CAPI_VERSION=$(q "$CAPI_VERSION")"
   echo "export CAPI_MANAGER_BINARY=$(q "$DIR/capi-manager")"
   echo "export CABPK_MANAGER_BINARY=$(q "$DIR/cabpk-manager")"
@@ -184,8 +231,3 @@ out="$(
   echo "export CAPI_MODULE_DIR=$(q "$CAPI_DIR")"
   echo "export CAPI_TEST_MODULE_DIR=$(q "$CAPI_TEST_DIR")"
 )"
-if [ -n "$ENV_FILE" ]; then
-  mkdir -p "$(dirname "$ENV_FILE")"
-  printf '%s\n' "$out" >"$ENV_FILE"
-fi
-printf '%s\n' "$out"

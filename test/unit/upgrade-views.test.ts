@@ -168,6 +168,7 @@ describe('UpgradeViews', () => {
       describe: async () => undefined,
       listRunning: async function* () {
         seen.push(hookContext.getStore());
+        yield* [];
       },
       refreshMs: 10,
     });

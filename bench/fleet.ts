@@ -1,0 +1,373 @@
+// Fleet benchmark (not a test): the hooks CAPI calls for a management cluster
+// with N clusters upgrading, against the real processes (issue 15, item 7).
+//
+//   source scripts/env.sh && node --disable-warning=ExperimentalWarning bench/fleet.ts \
+//     [--clusters 500] [--rate 100] [--duration 20] [--new-gates 1000] [--concurrency 64]
+//     [--connections 64] [--settle-timeout 180] [--log-level info] [--extension-root DIR]
+//
+// --extension-root runs another checkout's src/ (e.g. `git archive` of main, with a node_modules
+// link) under the same driver: "before" and "after" figures from one script. BENCH_NODE_FLAGS
+// replaces the image's NODE_OPTIONS for both processes.
+//
+// It starts its own stack (bench/lib/stack.ts): a Temporal dev server, the
+// worker (ROLE=worker) and the hook server (ROLE=api) as three processes on
+// free loopback ports, both ours run from src/main.ts with the image's Node
+// options and a prebuilt workflow bundle. It creates N upgrades by sending
+// each cluster its first BeforeClusterUpgrade, then drives each hook class
+// with a keep-alive HTTPS client that sends no Content-Type (as CAPI's Go
+// client does), and prints latency, throughput, errors, the Temporal frontend
+// calls per request, CPU and RSS of each process, and the history of one
+// waiting upgrade before and after 100 polls of its gate.
+//
+// Why the upgrades wait without a Kubernetes cluster: every cluster carries
+// the annotation upgrades.capi-orchestrator.io/upgrade-at=2099-01-01T00:00:00Z.
+// The BeforeClusterUpgrade step then sits on a workflow timer before its first
+// activity (the health check, capacity reservation and everything else that
+// would need a workload cluster come after it), so each upgrade is a running
+// workflow whose gate answers "retry later" for as long as the benchmark runs,
+// which is exactly CAPI's steady state while a fleet waits for its window.
+// Neither process has a management cluster (no MANAGEMENT_KUBECONFIG): the
+// only activities that run are the Kubernetes Events recorded beside each
+// gate change; they fail at once without dialling anything and are tried
+// three times each (extra worker work that a real deployment, whose Events
+// succeed at the first try, does not have). The benchmark waits for the processes to go quiet before
+// each measurement so that leftover work is not billed to it.
+//
+// The load, each class with its own fresh clusters where it needs them:
+//   1. AfterControlPlaneInitialized, open loop at --rate: a new cluster per call (as CAPI calls it
+//      once per cluster), so each call has a lifecycle event to record;
+//   2. repeat polls: BeforeClusterUpgrade of the N waiting upgrades, round robin, open loop;
+//   3. GenerateUpgradePlan (no Temporal), open loop, bench/lib.ts's body;
+//   4. new gates: a first BeforeClusterUpgrade for new clusters (a new workflow and its gate), open
+//      loop at --rate; then --new-gates of them in a closed loop at --concurrency (sustained
+//      gates/s), then --new-gates BeforeControlPlaneUpgrade calls to running upgrades (a new gate on
+//      an existing workflow, recorded by an update).
+// Open loop: requests leave on schedule whatever the answers, so latency includes queueing.
+// Any transport error, non-200, status other than Success or unexpected answer is an error.
+import { loadavg } from 'node:os';
+import { relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Agent } from 'node:https';
+import { Client, Connection } from '@temporalio/client';
+import { defaultHandlerName, type HookName } from '../src/api/contract.ts';
+import { hookPath } from '../src/api/hook-route.ts';
+import { policyKeys } from '../src/domain/policy-keys.ts';
+import { clusterUpgradeWorkflowId } from '../src/model/cluster-upgrade.ts';
+import { cluster, sampleRequest } from '../test/support/capi-fixtures.ts';
+import { chainedPlanRequestBody, closedLoop, postHook, REQUEST_TIMEOUT_MS, type Phase, type Target } from './lib.ts';
+import { errorText, forEachLimit, openLoop, waitQuiet } from './lib/load.ts';
+import { MemorySampler } from './lib/proc.ts';
+import {
+  classReport,
+  measure,
+  memoryReport,
+  targets,
+  type ClassResult,
+  type Expectation,
+  type Target as ClassTarget,
+} from './lib/fleet-report.ts';
+import { benchNodeFlags, startStack, type Stack } from './lib/stack.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TASK_QUEUE = 'bench-fleet';
+const UPGRADE_AT = '2099-01-01T00:00:00Z';
+
+function parseOptions() {
+  const { values } = parseArgs({
+    options: {
+      clusters: { type: 'string', default: '500' },
+      rate: { type: 'string', default: '100' },
+      duration: { type: 'string', default: '20' },
+      'new-gates': { type: 'string', default: '1000' },
+      concurrency: { type: 'string', default: '64' },
+      connections: { type: 'string', default: '64' },
+      'settle-timeout': { type: 'string', default: '180' },
+      'log-level': { type: 'string', default: 'info' },
+      'extension-root': { type: 'string', default: ROOT },
+    },
+    strict: true,
+  });
+  const number = (name: keyof typeof values, min: number, max: number): number => {
+    const raw = String(values[name]);
+    const n = Number(raw);
+    if (!Number.isFinite(n) || n < min || n > max)
+      throw new Error(`--${name} ${JSON.stringify(raw)}: expected ${min}..${max}`);
+    return n;
+  };
+  return {
+    clusters: Math.round(number('clusters', 1, 100_000)),
+    rate: number('rate', 0.1, 10_000),
+    durationSeconds: number('duration', 0.1, 600),
+    newGates: Math.round(number('new-gates', 1, 100_000)),
+    concurrency: Math.round(number('concurrency', 1, 1024)),
+    connections: Math.round(number('connections', 1, 1024)),
+    settleTimeoutMs: number('settle-timeout', 0, 600) * 1000,
+    logLevel: values['log-level'],
+    extensionRoot: values['extension-root'],
+  };
+}
+
+// ---------------------------------------------------------------- request bodies
+
+/** A CAPI Cluster of the fleet: its own namespace per group, name and uid per index, upgrade-at far away. */
+function fleetCluster(group: number, i: number) {
+  const c = cluster(`c-${i}`, `fleet-${group}`, 'v1.33.0');
+  c.metadata.uid = `${group.toString(16).padStart(8, '0')}-0000-4000-8000-${i.toString(16).padStart(12, '0')}`;
+  c.metadata.annotations = { ...c.metadata.annotations, [policyKeys.upgradeAt.annotation]: UPGRADE_AT };
+  return c;
+}
+const GROUP = { waiting: 1, acpi: 2, newOpen: 3, newClosed: 4 } as const;
+
+/** The path CAPI calls, with the 10 s deadline it sends by default. */
+const hookUrl = (hook: HookName) => `${hookPath(hook, defaultHandlerName(hook))}?timeout=10s`;
+
+const body = (request: object) => Buffer.from(JSON.stringify(request));
+const bcu = (group: number, i: number) =>
+  body({ ...sampleRequest('BeforeClusterUpgrade'), cluster: fleetCluster(group, i) });
+const bcp = (group: number, i: number) =>
+  body({ ...sampleRequest('BeforeControlPlaneUpgrade'), cluster: fleetCluster(group, i) });
+const acpi = (i: number) =>
+  body({ ...sampleRequest('AfterControlPlaneInitialized'), cluster: fleetCluster(GROUP.acpi, i) });
+
+// What a right answer looks like, per class (postHook has already required HTTP 200 and status Success).
+const gateAnswer =
+  (kind: string, prefix: string, includes?: string): Expectation =>
+  (r) => {
+    if (r.kind !== kind) return `kind ${JSON.stringify(r.kind)}, expected ${kind}`;
+    const message = String(r.message ?? '');
+    if (!(Number(r.retryAfterSeconds) > 0)) return `retryAfterSeconds ${String(r.retryAfterSeconds)}: the gate opened?`;
+    if (!message.startsWith(prefix) || (includes && !message.includes(includes)))
+      return `unexpected message: ${message.slice(0, 120)}`;
+    return undefined;
+  };
+const expect = {
+  acpi: ((r) =>
+    r.kind === 'AfterControlPlaneInitializedResponse' ? undefined : `kind ${String(r.kind)}`) as Expectation,
+  waiting: gateAnswer('BeforeClusterUpgradeResponse', 'BeforeClusterUpgrade v1.33.0: ', 'waiting for upgradeAt'),
+  newUpgrade: gateAnswer('BeforeClusterUpgradeResponse', 'BeforeClusterUpgrade v1.33.0: '),
+  newGate: gateAnswer('BeforeControlPlaneUpgradeResponse', 'BeforeControlPlaneUpgrade v1.32.4: '),
+  plan: ((r) => {
+    const versions = ((r.controlPlaneUpgrades as { version: string }[] | undefined) ?? []).map((s) => s.version);
+    return versions.length === 4 && versions[3] === 'v1.33.0' ? undefined : `plan ${JSON.stringify(versions)}`;
+  }) as Expectation,
+};
+
+// ---------------------------------------------------------------- the run
+
+/**
+ * A workflow's history length once nothing is in flight (no activity such as an Event being
+ * recorded, no workflow task) and two reads a second apart agree; the last read after 30 s.
+ */
+async function settledHistoryLength(client: Client, workflowId: string): Promise<number> {
+  const handle = client.workflow.getHandle(workflowId);
+  const deadline = Date.now() + 30_000;
+  let last = -1;
+  for (;;) {
+    const { historyLength, raw } = await handle.describe();
+    const busy = (raw.pendingActivities?.length ?? 0) > 0 || Boolean(raw.pendingWorkflowTask);
+    if ((!busy && historyLength === last) || Date.now() > deadline) return historyLength;
+    last = busy ? -1 : historyLength;
+    await new Promise((r) => setTimeout(r, 1_000));
+  }
+}
+
+async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: (l: string) => void) {
+  const { clusters: n, rate, durationSeconds, newGates, concurrency } = options;
+  // One pool for the whole run, as a controller keeps its connections.
+  const agent = new Agent({ keepAlive: true, maxSockets: options.connections, ca: stack.caPem });
+  const target: Target = { port: stack.hookPort, ca: stack.caPem, agent };
+  const call = async (hook: HookName, payload: Buffer, check: Expectation) => {
+    const problem = check(await postHook(target, hookUrl(hook), payload));
+    if (problem) throw new Error(problem);
+  };
+  const connection = await Connection.connect({ address: stack.temporal.address });
+  const client = new Client({ connection, namespace: stack.temporal.namespace });
+  const pids = { api: stack.api.pid, worker: stack.worker.pid, temporal: stack.temporal.pid };
+  const memory = new MemorySampler(new Map(Object.entries(pids)));
+  const quiet = async () => {
+    const settled = await waitQuiet(Object.values(pids), 0.3, options.settleTimeoutMs);
+    log(`  (${settled.quiet ? 'quiet' : 'STILL BUSY'} after ${settled.seconds.toFixed(0)} s)`);
+    return settled;
+  };
+  const results: ClassResult[] = [];
+  const ctx = { stack, pids, settle: quiet };
+  try {
+    // ---- N upgrades, each waiting at its BeforeClusterUpgrade gate
+    const waitingBodies = Array.from({ length: n }, (_, i) => bcu(GROUP.waiting, i));
+    log(`creating ${n} upgrades (first BeforeClusterUpgrade each, closed loop, concurrency ${concurrency})...`);
+    results.push(
+      await measure(ctx, '0. setup: first BeforeClusterUpgrade of each', `closed c=${concurrency}`, {
+        hook: 'BeforeClusterUpgrade',
+        run: (() => {
+          let next = 0;
+          return () =>
+            closedLoop(concurrency, 600, n, () =>
+              call('BeforeClusterUpgrade', waitingBodies[next++]!, expect.newUpgrade),
+            );
+        })(),
+      }),
+    );
+    const query = `WorkflowType = "clusterUpgradeWorkflow" AND ExecutionStatus = "Running" AND CapiClusterNamespace = "fleet-${GROUP.waiting}"`;
+    const deadline = Date.now() + 120_000;
+    let running = 0;
+    while ((running = (await client.workflow.count(query)).count) < n && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 500));
+    log(`${running} of ${n} upgrade workflows running`);
+    if (running < n) throw new Error(`only ${running} of ${n} upgrades exist after 120 s`);
+    // Each workflow's first task must have run (the gate says "waiting for upgradeAt", not "queued").
+    let pending = waitingBodies.map((_, i) => i);
+    let lastProblem = '';
+    for (let round = 0; pending.length > 0 && round < 60; round++) {
+      const still: number[] = [];
+      await forEachLimit(pending, 16, async (i) => {
+        await call('BeforeClusterUpgrade', waitingBodies[i]!, expect.waiting).catch((err: unknown) => {
+          still.push(i);
+          lastProblem = errorText(err);
+        });
+      });
+      pending = still;
+      if (pending.length > 0) await new Promise((r) => setTimeout(r, 1_000));
+    }
+    if (pending.length > 0)
+      throw new Error(`${pending.length} upgrades never answered "waiting for upgradeAt" (last: ${lastProblem})`);
+    log(`all ${n} gates waiting for upgradeAt ${UPGRADE_AT}`);
+
+    // ---- history of one waiting upgrade before and after 100 polls of its gate
+    const first = fleetCluster(GROUP.waiting, 0).metadata;
+    const workflowId = clusterUpgradeWorkflowId({ namespace: first.namespace, name: first.name, uid: first.uid });
+    const historyBefore = await settledHistoryLength(client, workflowId);
+    const pollErrors: string[] = [];
+    for (let k = 0; k < 100; k++)
+      await call('BeforeClusterUpgrade', waitingBodies[0]!, expect.waiting).catch(
+        (err: unknown) => void pollErrors.push(errorText(err)),
+      );
+    const historyAfter = await settledHistoryLength(client, workflowId);
+    const history = { workflowId, before: historyBefore, after: historyAfter, pollErrors };
+    log(`history of ${workflowId}: ${historyBefore} events before 100 polls, ${historyAfter} after`);
+
+    // ---- the hook classes, in order, each after the processes went quiet
+    await quiet();
+    const open = `open ${rate}/s`;
+    const closed = `closed c=${concurrency}`;
+    const total = Math.max(1, Math.round(rate * durationSeconds));
+    const atRate = (send: (i: number) => Promise<void>) => () => openLoop(rate, durationSeconds, send);
+    const inTurn = (bodies: Buffer[], send: (b: Buffer) => Promise<void>) => {
+      let next = 0;
+      return () => closedLoop(concurrency, 600, bodies.length, () => send(bodies[next++]!));
+    };
+    const acpiBodies = Array.from({ length: total }, (_, i) => acpi(i));
+    const plan = chainedPlanRequestBody();
+    const newOpen = Array.from({ length: total }, (_, i) => bcu(GROUP.newOpen, i));
+    const newClosed = Array.from({ length: newGates }, (_, i) => bcu(GROUP.newClosed, i));
+    // Running upgrades to record a BeforeControlPlaneUpgrade on: the N waiting ones, then 4a's.
+    const onRunning = Array.from({ length: Math.min(newGates, n + total) }, (_, i) =>
+      i < n ? bcp(GROUP.waiting, i) : bcp(GROUP.newOpen, i - n),
+    );
+    const classes: { name: string; load: string; hook: HookName; run: () => Promise<Phase>; target?: ClassTarget }[] = [
+      {
+        name: '1. AfterControlPlaneInitialized, a new cluster each',
+        load: open,
+        hook: 'AfterControlPlaneInitialized',
+        run: atRate((i) => call('AfterControlPlaneInitialized', acpiBodies[i]!, expect.acpi)),
+        target: targets.p99AtMost(5),
+      },
+      {
+        name: `2. repeat poll: BeforeClusterUpgrade of the ${n} waiting, round robin`,
+        load: open,
+        hook: 'BeforeClusterUpgrade',
+        run: atRate((i) => call('BeforeClusterUpgrade', waitingBodies[i % n]!, expect.waiting)),
+        target: targets.p99AtMost(25),
+      },
+      {
+        name: '3. GenerateUpgradePlan v1.29.0 -> v1.33.0',
+        load: open,
+        hook: 'GenerateUpgradePlan',
+        run: atRate(() => call('GenerateUpgradePlan', plan, expect.plan)),
+      },
+      {
+        name: '4a. new gate: first BeforeClusterUpgrade (new upgrade)',
+        load: open,
+        hook: 'BeforeClusterUpgrade',
+        run: atRate((i) => call('BeforeClusterUpgrade', newOpen[i]!, expect.newUpgrade)),
+      },
+      {
+        name: '4b. new gate: first BeforeClusterUpgrade (new upgrade)',
+        load: closed,
+        hook: 'BeforeClusterUpgrade',
+        run: inTurn(newClosed, (b) => call('BeforeClusterUpgrade', b, expect.newUpgrade)),
+        target: targets.perSecondAtLeast(200),
+      },
+      {
+        name: '4c. new gate: BeforeControlPlaneUpgrade of a running upgrade',
+        load: closed,
+        hook: 'BeforeControlPlaneUpgrade',
+        run: inTurn(onRunning, (b) => call('BeforeControlPlaneUpgrade', b, expect.newGate)),
+        target: targets.perSecondAtLeast(200),
+      },
+    ];
+    for (const { name, load, ...spec } of classes) {
+      log(`${name}, ${load}...`);
+      results.push(await measure(ctx, name, load, spec));
+    }
+    return { results, history, memory: memoryReport(memory, pids) };
+  } finally {
+    memory.stop();
+    agent.destroy();
+    await connection.close();
+  }
+}
+
+async function main(): Promise<number> {
+  const options = parseOptions();
+  const commandLine = [
+    'node',
+    ...process.execArgv,
+    relative(process.cwd(), process.argv[1] ?? 'bench/fleet.ts'),
+    ...process.argv.slice(2),
+  ].join(' ');
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+  let stack: Pick<Stack, 'stop' | 'killNow'> | undefined;
+  let stopping: Promise<void> | undefined;
+  const stopStack = () => (stopping ??= stack ? stack.stop() : Promise.resolve());
+  // Ctrl-C or a kill: stop what we started, in order, then leave.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
+    process.once(signal, () => {
+      log(`${signal}: stopping the stack...`);
+      void stopStack().finally(() => process.exit(130));
+    });
+  process.once('exit', () => stack?.killNow());
+  try {
+    const loadBefore = loadavg()[0] ?? 0;
+    const started = await startStack({
+      extensionRoot: options.extensionRoot,
+      taskQueue: TASK_QUEUE,
+      logLevel: options.logLevel,
+      nodeFlags: benchNodeFlags(),
+      log,
+      onStopper: (stopper) => (stack = stopper),
+    });
+    const outcome = await run(started, options, log);
+    console.log(
+      classReport({
+        commandLine,
+        options,
+        requestTimeoutMs: REQUEST_TIMEOUT_MS,
+        ...outcome,
+        stack: started,
+        loadBefore,
+      }),
+    );
+    return outcome.results.some((r) => r.phase.errors > 0) ? 1 : 0;
+  } finally {
+    await stopStack();
+  }
+}
+
+main().then(
+  (code) => (process.exitCode = code),
+  (err: unknown) => {
+    console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,307 @@
+// What bench/fleet.ts measures around each hook class (CPU of each process,
+// Temporal frontend calls) and how it prints the figures next to issue 15's
+// targets.
+import { execFileSync } from 'node:child_process';
+import { availableParallelism, cpus, loadavg } from 'node:os';
+import { readFileSync } from 'node:fs';
+import { formatMs, percentile, table, type Phase } from '../lib.ts';
+import { cpuSecondsOf, type MemorySampler } from './proc.ts';
+import { frontendRequests, type FrontendCalls, type Stack } from './stack.ts';
+
+/** Returns a problem with a Success answer's body, or undefined when it is what the class expects. */
+export type Expectation = (response: Record<string, unknown>) => string | undefined;
+
+export interface Figures {
+  p99: number;
+  perSecond: number;
+}
+/** The issue's target for a class: its text and whether the figures meet it. */
+export type Target = (f: Figures) => { text: string; met: boolean };
+
+export const targets = {
+  p99AtMost:
+    (ms: number): Target =>
+    (f) => ({ text: `p99 ≤ ${ms} ms`, met: f.p99 <= ms }),
+  perSecondAtLeast:
+    (n: number): Target =>
+    (f) => ({ text: `≥ ${n}/s`, met: f.perSecond >= n }),
+};
+
+type Pids = Record<'api' | 'worker' | 'temporal', number>;
+
+export interface ClassResult {
+  name: string;
+  load: string;
+  phase: Phase;
+  /** The handler's own time by the api's histogram (le bucket bound in seconds → count), for `hook`. */
+  handler: Map<number, number>;
+  target?: Target;
+  /** Cores used by each process over the class's window. */
+  cores: Pids;
+  /** How long the processes took to go quiet after the class (quiet: false when they never did). */
+  settled: { seconds: number; quiet: boolean };
+  /** Temporal frontend calls during the window and its settling, by operation. */
+  calls: Map<string, FrontendCalls>;
+}
+
+/**
+ * Runs one class and records what each process spent on it. CPU is read over the class's
+ * window; Temporal calls after `settle` (and the dev server's 1 s metrics flush), so they
+ * include the work the class leaves behind (background records, workflow tasks, Events).
+ */
+export async function measure(
+  ctx: { stack: Stack; pids: Pids; settle: () => Promise<{ seconds: number; quiet: boolean }> },
+  name: string,
+  load: string,
+  spec: { hook: string; run: () => Promise<Phase>; target?: Target },
+): Promise<ClassResult> {
+  const { stack, pids } = ctx;
+  const handlerBefore = await handlerBuckets(stack.api.opsUrl, spec.hook);
+  const cpu = () => ({
+    api: cpuSecondsOf(pids.api),
+    worker: cpuSecondsOf(pids.worker),
+    temporal: cpuSecondsOf(pids.temporal),
+  });
+  const namespace = stack.temporal.namespace;
+  const callsBefore = await frontendRequests(stack.temporalMetricsUrl, namespace);
+  const cpuBefore = cpu();
+  const phase = await spec.run();
+  const cpuAfter = cpu();
+  const handlerAfter = await handlerBuckets(stack.api.opsUrl, spec.hook);
+  const handler = new Map([...handlerAfter].map(([le, n]) => [le, n - (handlerBefore.get(le) ?? 0)]));
+  const settled = await ctx.settle();
+  await new Promise((r) => setTimeout(r, 1_200));
+  const callsAfter = await frontendRequests(stack.temporalMetricsUrl, namespace);
+  const calls = new Map<string, FrontendCalls>();
+  for (const [op, after] of callsAfter) {
+    const before = callsBefore.get(op) ?? { count: 0, seconds: 0 };
+    if (after.count > before.count)
+      calls.set(op, { count: after.count - before.count, seconds: after.seconds - before.seconds });
+  }
+  const cores = (k: keyof Pids) => (cpuAfter[k] - cpuBefore[k]) / phase.seconds;
+  return {
+    name,
+    load,
+    phase,
+    handler,
+    settled,
+    ...(spec.target ? { target: spec.target } : {}),
+    cores: { api: cores('api'), worker: cores('worker'), temporal: cores('temporal') },
+    calls,
+  };
+}
+
+/**
+ * The api's own histogram of hook handler time (from the route's start to the answer, so
+ * without TLS, parsing and event-loop queueing), cumulative counts by bucket bound, all answers.
+ */
+async function handlerBuckets(opsUrl: string, hook: string): Promise<Map<number, number>> {
+  const text = await (await fetch(`${opsUrl}/metrics`)).text();
+  const out = new Map<number, number>();
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('capi_upgrade_hook_request_duration_seconds_bucket{')) continue;
+    if (!line.includes(`hook="${hook}"`)) continue;
+    const le = /le="([^"]+)"/.exec(line)?.[1];
+    if (le === undefined) continue;
+    const bound = le === '+Inf' ? Infinity : Number(le);
+    out.set(bound, (out.get(bound) ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1)));
+  }
+  return out;
+}
+
+/** The bucket bound (ms) under which a share `q` of the handler times fall: "≤5" */
+function handlerQuantile(buckets: Map<number, number>, q: number): string {
+  const sorted = [...buckets].sort((a, b) => a[0] - b[0]);
+  const total = sorted.at(-1)?.[1] ?? 0;
+  if (total === 0) return '-';
+  const hit = sorted.find(([, count]) => count >= q * total);
+  return hit && Number.isFinite(hit[0]) ? `≤${hit[0] * 1000}` : '>30000';
+}
+
+// The calls a hook handler makes (List: the api's view of running upgrades, and the worker's
+// gauges every 30 s), and the workflow tasks and history reads (replays) of the worker they
+// cause; polls, heartbeats and activity tasks are left out.
+const SHORT: Record<string, string> = {
+  DescribeWorkflowExecution: 'Describe',
+  StartWorkflowExecution: 'Start',
+  SignalWorkflowExecution: 'Signal',
+  SignalWithStartWorkflowExecution: 'SignalWithStart',
+  UpdateWorkflowExecution: 'Update',
+  PollWorkflowExecutionUpdate: 'PollUpdate',
+  ExecuteMultiOperation: 'MultiOp(update-with-start)',
+  GetWorkflowExecutionHistory: 'History',
+  GetWorkflowExecutionHistoryReverse: 'HistoryReverse',
+  QueryWorkflow: 'Query',
+  ListWorkflowExecutions: 'List',
+  RespondWorkflowTaskCompleted: 'wf-task',
+};
+
+/** "Describe 1.00 (3.1 ms)": calls per request and the frontend's mean time per call. */
+function callsPerRequest(r: ClassResult): string {
+  const parts = [...r.calls]
+    .filter(([op]) => op in SHORT)
+    .map(
+      ([op, c]) =>
+        `${SHORT[op]} ${(c.count / Math.max(1, r.phase.requests)).toFixed(2)} (${formatMs((c.seconds / c.count) * 1000)} ms)`,
+    );
+  return parts.join(', ') || 'none';
+}
+
+export function memoryReport(sampler: MemorySampler, pids: Pids) {
+  return (Object.keys(pids) as (keyof Pids)[]).map((name) => ({ name, pid: pids[name], ...sampler.figures(name) }));
+}
+
+const MEMORY_TARGET_MIB: Partial<Record<keyof Pids, number>> = { api: 250, worker: 300 };
+
+/** Warnings and errors the process logged (pino levels 40 and up): the most frequent messages, each with its first `err`. */
+function logProblems(file: string): string {
+  let lines: string[] = [];
+  try {
+    lines = readFileSync(file, 'utf8').split('\n');
+  } catch {
+    return 'log unreadable';
+  }
+  const messages = new Map<string, { count: number; err: string | undefined }>();
+  let count = 0;
+  for (const line of lines) {
+    const level = Number(/"level":(\d+)/.exec(line)?.[1] ?? 0);
+    if (level < 40) continue;
+    count++;
+    const msg = (/"msg":"((?:[^"\\]|\\.)*)"/.exec(line)?.[1] ?? line).slice(0, 140);
+    const seen = messages.get(msg) ?? { count: 0, err: /"err":"((?:[^"\\]|\\.)*)"/.exec(line)?.[1]?.slice(0, 200) };
+    seen.count++;
+    messages.set(msg, seen);
+  }
+  if (count === 0) return 'no warnings or errors';
+  const top = [...messages]
+    .sort((a, b) => b[1].count - a[1].count)
+    .slice(0, 5)
+    .map(([m, { count: c, err }]) => `\n      ${c} x ${m}${err ? `\n          first err: ${err}` : ''}`);
+  return `${count} warnings/errors${top.join('')}`;
+}
+
+function revision(root: string): string {
+  try {
+    const git = (...args: string[]) =>
+      execFileSync('git', args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const dirty = git('status', '--porcelain', '--untracked-files=no', '--', 'src');
+    return `${git('rev-parse', '--short', 'HEAD')}${dirty ? ' + uncommitted changes in src/' : ''}`;
+  } catch {
+    return 'not a git checkout';
+  }
+}
+
+export function classReport(r: {
+  commandLine: string;
+  options: { extensionRoot: string; clusters: number; connections: number; logLevel: string };
+  requestTimeoutMs: number;
+  results: ClassResult[];
+  history: { workflowId: string; before: number; after: number; pollErrors: string[] };
+  memory: ReturnType<typeof memoryReport>;
+  stack: Stack;
+  loadBefore: number;
+}): string {
+  const rows = [
+    [
+      'class',
+      'load',
+      'requests',
+      'errors',
+      'done/s',
+      'p50 ms',
+      'p99 ms',
+      'max ms',
+      'handler p50/p99',
+      'target',
+      'met',
+      'cores api/wkr/tmp',
+      'lag ms',
+      'Temporal frontend calls per request (mean time each)',
+    ],
+  ];
+  const verdicts: boolean[] = [];
+  for (const c of r.results) {
+    const sorted = Float64Array.from(c.phase.latencies).sort();
+    const figures = { p99: percentile(sorted, 99), perSecond: sorted.length / c.phase.seconds };
+    const t = c.target?.(figures);
+    if (t) verdicts.push(t.met);
+    rows.push([
+      c.name,
+      c.load,
+      String(c.phase.requests),
+      String(c.phase.errors),
+      figures.perSecond.toFixed(1),
+      formatMs(percentile(sorted, 50)),
+      formatMs(figures.p99),
+      formatMs(sorted.at(-1) ?? NaN),
+      `${handlerQuantile(c.handler, 0.5)}/${handlerQuantile(c.handler, 0.99)}`,
+      t?.text ?? '',
+      t ? (t.met ? 'yes' : 'NO') : '',
+      `${c.cores.api.toFixed(2)}/${c.cores.worker.toFixed(2)}/${c.cores.temporal.toFixed(2)}`,
+      'lagMs' in c.phase ? formatMs(Number(c.phase.lagMs)) : '',
+      callsPerRequest(c),
+    ]);
+  }
+  const mib = (kib: number | undefined) =>
+    kib === undefined || Number.isNaN(kib) ? '-' : `${(kib / 1024).toFixed(0)} MiB`;
+  const memRows = [['process', 'pid', 'RSS at end', 'peak RSS in run', 'VmHWM', 'target', 'met']];
+  for (const m of r.memory) {
+    const target = MEMORY_TARGET_MIB[m.name];
+    if (target) verdicts.push(m.peakSinceResetKiB / 1024 <= target);
+    memRows.push([
+      m.name,
+      String(m.pid),
+      mib(m.last?.rssKiB),
+      mib(m.peakSinceResetKiB),
+      mib(m.last?.hwmKiB),
+      target ? `≤ ${target} MiB` : '',
+      target ? (m.peakSinceResetKiB / 1024 <= target ? 'yes' : 'NO') : '',
+    ]);
+  }
+  const errors = r.results
+    .filter((c) => c.phase.errors > 0)
+    .map(
+      (c) =>
+        `  ${c.name}: ${c.phase.errors} of ${c.phase.requests} failed` +
+        [...c.phase.errorSamples]
+          .slice(0, 3)
+          .map(([message, count]) => `\n    ${count} x ${message.slice(0, 200)}`)
+          .join(''),
+    );
+  const h = r.history;
+  verdicts.push(h.before === h.after);
+  return [
+    `command: ${r.commandLine}`,
+    `extension: ${r.options.extensionRoot} (${revision(r.options.extensionRoot)}); api and worker LOG_LEVEL=${r.options.logLevel}`,
+    `node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model.trim() ?? 'unknown'}); ` +
+      `1-min load average ${r.loadBefore.toFixed(2)} before, ${(loadavg()[0] ?? 0).toFixed(2)} after`,
+    `client: one keep-alive HTTPS pool of ${r.options.connections} connections, no Content-Type, ` +
+      `${r.requestTimeoutMs / 1000} s timeout; open-loop latency runs from the scheduled send`,
+    "handler p50/p99: bucket bounds (ms) of the api's own hook histogram (no TLS, parsing or queueing before the route); " +
+      'lag: how late the driver itself sent at worst; cores: CPU over the class (1.00 = one core)',
+    '',
+    table(rows, (i) => i >= 2 && i <= 7),
+    '',
+    'quiet again after each class (CPU of the three < 0.3 core): ' +
+      r.results
+        .map(
+          (c) =>
+            `${c.name.split('.')[0]} ${c.settled.seconds.toFixed(0)} s${c.settled.quiet ? '' : ' (NOT quiet: the next class shared the machine with its leftovers)'}`,
+        )
+        .join(', '),
+    '',
+    'errors: ' + (errors.length > 0 ? `\n${errors.join('\n')}` : 'none'),
+    '',
+    `history of ${h.workflowId}: ${h.before} events before 100 polls of its gate, ${h.after} after ` +
+      `(target: unchanged: ${h.before === h.after ? 'yes' : 'NO'})` +
+      (h.pollErrors.length > 0 ? `; ${h.pollErrors.length} of the polls failed, first: ${h.pollErrors[0]}` : ''),
+    '',
+    table(memRows, (i) => i >= 1 && i <= 4),
+    '(peak RSS in run: sampled every 250 ms from the first setup request to the end; VmHWM: since the process started)',
+    '',
+    `api log: ${logProblems(r.stack.api.logFile)}`,
+    `worker log: ${logProblems(r.stack.worker.logFile)}`,
+    '',
+    `targets met: ${verdicts.filter(Boolean).length} of ${verdicts.length}`,
+  ].join('\n');
+}

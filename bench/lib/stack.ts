@@ -1,0 +1,231 @@
+// The whole product as separate processes on free loopback ports, for a
+// benchmark: a Temporal dev server, the worker (`ROLE=worker`) and the hook
+// server (`ROLE=api`), each the real entry point (src/main.ts) with the
+// image's Node options and a prebuilt workflow bundle, as the Deployments run
+// them. Everything is started under one temporary directory (certificates,
+// SQLite file, logs) and stop() ends it all; a process that outlives its
+// benchmark is a bug of this file.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { freePort, startDevServer, type DevServer } from '../../src/local/temporal-dev-server.ts';
+import { imageNodeOptions } from '../image-node-options.ts';
+import { writeServingCertificate } from '../lib.ts';
+
+const execFileAsync = promisify(execFile);
+const EXIT_WITH_PARENT = new URL('./exit-with-parent.ts', import.meta.url).href;
+
+export interface StackOptions {
+  /** Checkout whose src/main.ts and workflow code run (default: this one); lets a run measure another commit. */
+  extensionRoot: string;
+  taskQueue: string;
+  logLevel: string;
+  /** Node flags of the api and the worker (default: the image's NODE_OPTIONS). */
+  nodeFlags: string[];
+  log: (line: string) => void;
+  /** Called before anything starts with what stops it, so a Ctrl-C during the start stops it too. */
+  onStopper?: (stopper: Pick<Stack, 'stop' | 'killNow'>) => void;
+}
+
+export interface ExtensionChild {
+  role: 'api' | 'worker';
+  child: ChildProcess;
+  pid: number;
+  opsUrl: string;
+  logFile: string;
+}
+
+export interface Stack {
+  dir: string;
+  caPem: string;
+  temporal: DevServer;
+  /** http://127.0.0.1:<port>/metrics of the dev server (its frontend's per-operation request counters). */
+  temporalMetricsUrl: string;
+  api: ExtensionChild;
+  hookPort: number;
+  worker: ExtensionChild;
+  stop(): Promise<void>;
+  /** Last resort on process exit: SIGKILL whatever is still running (synchronous). */
+  killNow(): void;
+}
+
+/** `count` different free ports (one probe can hand back a port another just released). */
+async function freePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) ports.add(await freePort());
+  return [...ports];
+}
+
+/** Ends a child: SIGTERM (its own graceful stop), SIGKILL after `graceMs`. */
+async function end(child: ChildProcess, graceMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+async function waitReady(c: ExtensionChild, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = 'no answer';
+  while (Date.now() < deadline) {
+    if (c.child.exitCode !== null)
+      throw new Error(`the ${c.role} process exited (${c.child.exitCode}); see ${c.logFile}`);
+    last = await fetch(`${c.opsUrl}/readyz`).then(
+      async (r) => JSON.stringify(await r.json()),
+      () => 'no answer',
+    );
+    if (last.startsWith('{"status":"ok"')) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`the ${c.role} process is not ready after ${timeoutMs} ms (${last}); see ${c.logFile}`);
+}
+
+export async function startStack(options: StackOptions): Promise<Stack> {
+  const dir = mkdtempSync(join(tmpdir(), 'capi-uo-bench-fleet-'));
+  const children: ChildProcess[] = [];
+  let temporal: DevServer | undefined;
+  let stopped = false;
+  const killNow = () => {
+    if (stopped) return;
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    if (temporal && temporal.pid > 0) {
+      try {
+        process.kill(temporal.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  };
+  const stop = async () => {
+    // api first (it stops taking hook calls), then the worker, then the server they talk to.
+    for (const c of [...children].reverse()) await end(c, 10_000);
+    await temporal?.stop();
+    stopped = true;
+    rmSync(dir, { recursive: true, force: true });
+  };
+  options.onStopper?.({ stop, killNow });
+  try {
+    const caPem = writeServingCertificate(dir);
+    const [metricsPort, hookPort, apiOpsPort, workerOpsPort] = await freePorts(4);
+    // The dev server already serves per-operation request counters, on a random port unless told:
+    // a wrapper adds --metrics-port, so startDevServer stays the one place that knows its flags.
+    // Where util-linux's setpriv exists the server also gets SIGTERM when this process dies
+    // without stopping it (SIGKILL, a crash): a Go binary has no IPC channel to notice that by.
+    const cli = join(dir, 'temporal-with-metrics');
+    const real = `'${(process.env.TEMPORAL_CLI ?? 'temporal').replaceAll("'", `'\\''`)}'`;
+    writeFileSync(
+      cli,
+      [
+        '#!/bin/sh',
+        `if command -v setpriv >/dev/null; then exec setpriv --pdeathsig TERM -- ${real} "$@" --metrics-port ${metricsPort}; fi`,
+        `exec ${real} "$@" --metrics-port ${metricsPort}`,
+        '',
+      ].join('\n'),
+    );
+    chmodSync(cli, 0o755);
+    // The worker loads a prebuilt bundle, as the image does (webpack at start would change its memory).
+    const bundle = join(dir, 'workflow-bundle.js');
+    const [server] = await Promise.all([
+      startDevServer({
+        executable: cli,
+        dbFilename: join(dir, 'temporal.db'),
+        logFile: join(dir, 'temporal.log'),
+        port: 0,
+      }),
+      execFileAsync(
+        process.execPath,
+        ['--disable-warning=ExperimentalWarning', 'scripts/bundle-workflows.ts', bundle],
+        { cwd: options.extensionRoot },
+      ),
+    ]);
+    temporal = server;
+    options.log(`Temporal dev server ${server.address} (pid ${server.pid}), workflow bundle built`);
+
+    const startChild = (role: 'api' | 'worker', opsPort: number, extra: Record<string, string>): ExtensionChild => {
+      const logFile = join(dir, `${role}.log`);
+      const out = openSync(logFile, 'a');
+      const child = spawn(
+        process.execPath,
+        ['--disable-warning=ExperimentalWarning', ...options.nodeFlags, '--import', EXIT_WITH_PARENT, 'src/main.ts'],
+        {
+          cwd: options.extensionRoot,
+          // Only what the process needs: no KUBERNETES_SERVICE_HOST or MANAGEMENT_KUBECONFIG leaks in from
+          // the caller, so both run without a management cluster (see bench/fleet.ts).
+          env: {
+            PATH: process.env.PATH,
+            HOME: process.env.HOME,
+            ROLE: role,
+            TEMPORAL_ADDRESS: server.address,
+            TEMPORAL_NAMESPACE: server.namespace,
+            TEMPORAL_TASK_QUEUE: options.taskQueue,
+            OPS_SERVER_HOST: '127.0.0.1',
+            OPS_SERVER_PORT: String(opsPort),
+            LOG_LEVEL: options.logLevel,
+            ...extra,
+          },
+          stdio: ['ignore', out, out, 'ipc'],
+        },
+      );
+      children.push(child);
+      return { role, child, pid: child.pid ?? -1, opsUrl: `http://127.0.0.1:${opsPort}`, logFile };
+    };
+    const worker = startChild('worker', workerOpsPort!, { WORKFLOW_BUNDLE_PATH: bundle });
+    const api = startChild('api', apiOpsPort!, {
+      HOOK_SERVER_HOST: '127.0.0.1',
+      HOOK_SERVER_PORT: String(hookPort),
+      TLS_CERT_DIR: dir,
+    });
+    await Promise.all([waitReady(worker, 120_000), waitReady(api, 60_000)]);
+    options.log(`worker (pid ${worker.pid}) and api (pid ${api.pid}) ready; logs in ${dir}`);
+    return {
+      dir,
+      caPem,
+      temporal: server,
+      temporalMetricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
+      api,
+      hookPort: hookPort!,
+      worker,
+      stop,
+      killNow,
+    };
+  } catch (err) {
+    await stop().catch(() => killNow());
+    throw err;
+  }
+}
+
+/** The image's NODE_OPTIONS unless BENCH_NODE_FLAGS says otherwise ('' = none). */
+export function benchNodeFlags(): string[] {
+  const own = process.env.BENCH_NODE_FLAGS;
+  return own !== undefined ? own.split(' ').filter(Boolean) : imageNodeOptions();
+}
+
+export interface FrontendCalls {
+  count: number;
+  /** Total time the frontend took to answer them (so count / seconds is its mean latency). */
+  seconds: number;
+}
+
+/** The dev server frontend's counters for `namespace`, by operation (callers: our api and worker). */
+export async function frontendRequests(metricsUrl: string, namespace: string): Promise<Map<string, FrontendCalls>> {
+  const text = await (await fetch(metricsUrl)).text();
+  const out = new Map<string, FrontendCalls>();
+  for (const line of text.split('\n')) {
+    const field = line.startsWith('service_requests{')
+      ? 'count'
+      : line.startsWith('service_latency_sum{')
+        ? 'seconds'
+        : undefined;
+    if (!field || !line.includes('service_name="frontend"') || !line.includes(`namespace="${namespace}"`)) continue;
+    const operation = /operation="([^"]+)"/.exec(line)?.[1];
+    if (!operation) continue;
+    const entry = out.get(operation) ?? { count: 0, seconds: 0 };
+    entry[field] += Number(line.slice(line.lastIndexOf(' ') + 1));
+    out.set(operation, entry);
+  }
+  return out;
+}
