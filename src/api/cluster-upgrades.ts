@@ -47,7 +47,8 @@ import type { Cluster } from './contract.ts';
 import { HookFailure, HttpError } from './errors.ts';
 import type { HookContext, HookImplementation } from './hook-route.ts';
 import type { LifecycleHandlers } from './routes/lifecycle.ts';
-import { withinDeadline } from './temporal-calls.ts';
+import { grpcStatus, withinDeadline } from './temporal-calls.ts';
+import { RecentKeys } from './recent-keys.ts';
 import { UpgradeViews, type ListedRun, type RunView } from './upgrade-views.ts';
 
 export interface ClusterUpgradeBackendOptions {
@@ -113,6 +114,8 @@ async function withinHookDeadline<T>(p: Promise<T>, ctx: Pick<HookContext, 'dead
 }
 
 const SHARED_DESCRIBE_TIMEOUT_MS = 10_000;
+/** How long a sent policy signal is remembered: well past the time a kept answer or a List can lag. */
+const POLICY_SIGNAL_MEMORY_MS = 30_000;
 
 export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions): ClusterUpgradeHandlers {
   const { client, taskQueue } = opts;
@@ -173,6 +176,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     yield* runs;
   };
   const views = new UpgradeViews({ describe: describeRun, listRunning, log, ...opts.views });
+  const policySignals = new RecentKeys(POLICY_SIGNAL_MEMORY_MS);
 
   /**
    * Starts a run with this call as its first: one round trip that no worker has to answer (the run
@@ -250,12 +254,19 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     if (run.workflowTaskRetrying && (await workflowTaskFailed(workflowId, run.runId)))
       return failure(`internal error in workflow ${workflowId}, see run ${run.runId}`);
     if (memo && memo.targetVersion === call.targetVersion) {
-      if (call.policyHash && memo.policyHash && call.policyHash !== memo.policyHash) {
-        // Changed annotations or settings: one signal, then the memo carries the new hash.
+      if (
+        call.policyHash &&
+        memo.policyHash &&
+        call.policyHash !== memo.policyHash &&
+        !policySignals.recent(`${run.runId}/${call.policyHash}`)
+      ) {
+        // Changed annotations or settings: one signal, then the memo carries the new hash. A memo
+        // read before the workflow took it (a lagging List) does not send the same one again.
         views.invalidate(workflowId);
         await client.workflow
           .getHandle(workflowId, run.runId)
           .signal(updatePolicySignal, { policy: call.policy, policyHash: call.policyHash });
+        policySignals.add(`${run.runId}/${call.policyHash}`);
       }
       if (memo.halted) return failure(memo.halted);
       const gate = memo.gates[key];
@@ -268,6 +279,13 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     } catch (err) {
       // Rejected as a repeat: another replica recorded it first. The memo has it (or soon will).
       if (err instanceof WorkflowUpdateFailedError) return await answerFresh(workflowId, call);
+      // FAILED_PRECONDITION: the server takes no update while the workflow task is failing (a bug);
+      // the kept answer did not know yet. Say so, as a describe would have.
+      if (grpcStatus(err)?.code === 9) {
+        const now = await withinHookDeadline(views.fresh(workflowId), ctx);
+        if (now?.running && now.workflowTaskRetrying && (await workflowTaskFailed(workflowId, now.runId)))
+          return failure(`internal error in workflow ${workflowId}, see run ${now.runId}`);
+      }
       throw err;
     }
   };

@@ -229,7 +229,7 @@ function stopped(s: RolloutState, n: number): FleetRolloutStatus {
   s.status.completeTime = iso(Date.now());
   s.set(
     'Stopped',
-    `stopped: ${failed} clusters of wave ${n} failed, more than the failure budget ${s.budget()}; no further clusters started`,
+    `stopped: ${failed} cluster${failed === 1 ? '' : 's'} of wave ${n} failed, more than the failure budget ${s.budget()}; no further clusters started`,
   );
   return s.status;
 }

@@ -88,6 +88,8 @@ export async function startTestHookServer(options: TestHookServerOptions = {}): 
     writeServingCertificate,
     async close() {
       await server.close();
+      // Handlers backed by the cluster upgrade workflow keep a view refreshed on a timer: stop it.
+      (options.lifecycle as { views?: { close(): void } } | undefined)?.views?.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -325,12 +325,15 @@ describe('cluster upgrade on a bad day', () => {
 
   it('keys the upgrade by the cluster uid: a recreated cluster is not answered from the old one', async () => {
     await driveChainedUpgrade(h);
-    // Closed (its last Events recorded): later calls read "completed" from the closed run.
+    // Closed (its last Events recorded): later calls read "completed" from the closed run, once the answer
+    // kept from the running one (its gate Open: Success too) is past its 1.5 s.
     await handle().result();
-    expect(await h.call('AfterClusterUpgrade', acpu(TARGET))).toMatchObject({
-      status: 'Success',
-      message: `upgrade to ${TARGET} completed`,
-    });
+    const completed = await waitFor(
+      () => h.call('AfterClusterUpgrade', acpu(TARGET)),
+      (a) => a.message === `upgrade to ${TARGET} completed`,
+      2_500,
+    );
+    expect(completed).toMatchObject({ status: 'Success', message: `upgrade to ${TARGET} completed` });
     const recreated = { uid: '00000000-0000-4000-8000-00000000beef' };
     const first = await h.call('BeforeClusterUpgrade', bcu(), recreated);
     expect(first.message).not.toBe(`upgrade to ${TARGET} completed`);

@@ -213,6 +213,22 @@ describe('fleet rollout workflow', () => {
     for (const n of runs) expect(n).toBeLessThanOrEqual(60 + 15);
   });
 
+  it('counts a cluster whose upgrade outlasts the cluster deadline as failed', async () => {
+    fleet = new FakeFleet(3);
+    fleet.upgradeMs = 60_000;
+    const h = await start(input({ waves: ['1', '100%'], clusterDeadline: '2s' }));
+    const result = (await h.result()) as FleetRolloutStatus;
+    expect(result).toMatchObject({
+      phase: 'Stopped',
+      message: 'stopped: 1 cluster of wave 1 failed, more than the failure budget 0; no further clusters started',
+    });
+    expect(result.clusters[0]).toMatchObject({
+      state: 'failed',
+      reason: 'did not finish within the cluster deadline 2s',
+    });
+    expect(fleet.sets).toEqual(['c00']);
+  });
+
   it('rolls out to 1,000 clusters with no run over 2,000 events (default limit)', async () => {
     fleet = new FakeFleet(1_000);
     fleet.upgradeMs = 0;
