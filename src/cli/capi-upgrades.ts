@@ -13,6 +13,7 @@ import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { ConfigError, parseConfig } from '../config.ts';
 import type { UpgradePhase } from '../model/cluster-upgrade.ts';
+import { table } from './table.ts';
 import { connectFailureMessage, connectionOptions, readTemporalCredentials } from '../temporal-connection.ts';
 import {
   controlUpgrade,
@@ -52,18 +53,6 @@ ${ROLLOUT_USAGE}
 Temporal: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and the TLS / API key settings of the extension.`;
 
 const PHASES: UpgradePhase[] = ['Pending', 'Upgrading', 'Upgraded', 'Failed', 'Aborted'];
-
-function table(rows: Record<string, string | undefined>[], columns: string[]): string {
-  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => (r[c] ?? '').length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((v, i) => v.padEnd(widths[i]!))
-      .join('  ')
-      .trimEnd();
-  return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => r[c] ?? '')))].join(
-    '\n',
-  );
-}
 
 function runsTable(rows: UpgradeRow[]): string {
   if (rows.length === 0) return 'no cluster upgrades found';

@@ -12,6 +12,7 @@ import {
 } from '../model/fleet-rollout.ts';
 import { FleetRollout } from '../workflows/search-attributes.ts';
 import { UsageError } from './operations.ts';
+import { table } from './table.ts';
 
 export const ROLLOUT_USAGE = `  rollout start <name> --selector SEL --version V --waves 1,10%,100%
                 [--namespaces A,B] [--cluster-class C] [--soak 30m] [--max-concurrent 5]
@@ -169,46 +170,37 @@ export async function controlRollout(client: Client, name: string, control: Roll
   return { workflowId: d.workflowId };
 }
 
-function pad(rows: string[][]): string {
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  return rows
-    .map((r) =>
-      r
-        .map((v, i) => v.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
-}
-
 export function rolloutText(s: FleetRolloutStatus): string {
   const out = [
     `rollout:   ${s.name} → ${s.targetVersion}`,
     `phase:     ${s.phase}`,
     `now:       ${s.message}`,
     '',
-    pad([
-      ['WAVE', 'SIZE', 'STATE', 'APPROVED'],
-      ...s.waves.map((w) => [
-        String(w.wave),
-        String(w.size),
-        w.state,
-        [w.approvedBeforeBy && `before by ${w.approvedBeforeBy}`, w.approvedAfterBy && `after by ${w.approvedAfterBy}`]
+    table(
+      s.waves.map((w) => ({
+        wave: String(w.wave),
+        size: String(w.size),
+        state: w.state,
+        approved: [
+          w.approvedBeforeBy && `before by ${w.approvedBeforeBy}`,
+          w.approvedAfterBy && `after by ${w.approvedAfterBy}`,
+        ]
           .filter(Boolean)
           .join(', '),
-      ]),
-    ]),
+      })),
+      ['wave', 'size', 'state', 'approved'],
+    ),
     '',
-    pad([
-      ['CLUSTER', 'WAVE', 'FROM', 'STATE', 'REASON'],
-      ...s.clusters.map((c) => [
-        `${c.namespace}/${c.name}`,
-        c.wave ? String(c.wave) : '-',
-        c.version,
-        c.state,
-        c.reason ?? '',
-      ]),
-    ]),
+    table(
+      s.clusters.map((c) => ({
+        cluster: `${c.namespace}/${c.name}`,
+        wave: c.wave ? String(c.wave) : '-',
+        from: c.version,
+        state: c.state,
+        reason: c.reason ?? '',
+      })),
+      ['cluster', 'wave', 'from', 'state', 'reason'],
+    ),
   ];
   return out.join('\n');
 }

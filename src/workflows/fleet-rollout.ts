@@ -18,7 +18,7 @@ import {
 } from '@temporalio/workflow';
 import type { FleetActivities } from '../activities/fleet-types.ts';
 import { checkRolloutInput, planRollout } from '../domain/fleet-rollout-plan.ts';
-import type { FleetRolloutInput, FleetRolloutStatus, RolloutCluster } from '../model/fleet-rollout.ts';
+import type { FleetRolloutInput, FleetRolloutStatus, RolloutCluster, SelectedCluster } from '../model/fleet-rollout.ts';
 import { formatDuration } from '../domain/durations.ts';
 import {
   abortRolloutSignal,
@@ -127,6 +127,11 @@ function empty(input: FleetRolloutInput): FleetRolloutStatus {
   };
 }
 
+/** What an activity needs of a cluster: how it was selected, without the rollout's bookkeeping. */
+function selected({ namespace, name, uid, version }: RolloutCluster): SelectedCluster {
+  return { namespace, name, uid, version };
+}
+
 /** One wave to its end: 'done', 'stopped' (budget), 'aborted', or 'continue' (history full; picked up as new). */
 async function runWave(s: RolloutState, n: number): Promise<'done' | 'stopped' | 'aborted' | 'continue'> {
   for (;;) {
@@ -155,7 +160,7 @@ async function startClusters(s: RolloutState, batch: RolloutCluster[]): Promise<
   const results = await acts.setClusterVersions({
     rollout: s.status.name,
     target: s.status.targetVersion,
-    clusters: batch.map(({ namespace, name, uid, version }) => ({ namespace, name, uid, version })),
+    clusters: batch.map(selected),
   });
   for (const c of batch) {
     const r = results.find((x) => x.uid === c.uid);
@@ -186,8 +191,8 @@ async function follow(s: RolloutState, inFlight: RolloutCluster[]): Promise<void
     const progress = await scope.run(() =>
       acts.awaitClusterUpgrades({
         target: s.status.targetVersion,
-        clusters: still.map(({ namespace, name, uid, version }) => ({
-          cluster: { namespace, name, uid, version },
+        clusters: still.map((c) => ({
+          cluster: selected(c),
           known: 'upgrading' as const,
         })),
         waitMs,
@@ -212,7 +217,7 @@ async function recheck(s: RolloutState, n: number): Promise<boolean> {
   if (done.length > 0) {
     s.set('Running', `wave ${n}: re-checking the health of ${done.length} upgraded clusters`);
     const unhealthy = await acts.checkClustersHealth({
-      clusters: done.map(({ namespace, name, uid, version }) => ({ namespace, name, uid, version })),
+      clusters: done.map(selected),
       version: s.status.targetVersion,
     });
     for (const u of unhealthy) {
@@ -240,7 +245,7 @@ async function aborted(s: RolloutState): Promise<FleetRolloutStatus> {
   if (abort.abortInFlight && inFlight.length > 0) {
     await CancellationScope.nonCancellable(() =>
       acts.abortClusterUpgrades({
-        clusters: inFlight.map(({ namespace, name, uid, version }) => ({ namespace, name, uid, version })),
+        clusters: inFlight.map(selected),
         reason: `fleet rollout ${s.status.name} aborted: ${abort.reason}`,
       }),
     );

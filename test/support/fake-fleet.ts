@@ -5,7 +5,6 @@ import type { ClusterUpgradeProgress, SelectedCluster } from '../../src/model/fl
 
 interface FakeCluster extends SelectedCluster {
   setAt?: number;
-  outcome?: 'done' | 'failed';
 }
 
 /** A fleet the stubbed activities act on; each test makes its own. */
