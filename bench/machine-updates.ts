@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { machineUpdateSlotsWorkflowId, type MachineUpdateStatus } from '../src/model/machine-update.ts';
-import { imageNodeOptions } from './image-node-options.ts';
+import { imageMemoryEnv, imageNodeOptions } from './image-env.ts';
 import { cpuByCommand } from './lib/proc.ts';
 
 const execFileAsync = promisify(execFile);
@@ -168,6 +168,7 @@ async function main(): Promise<void> {
     const worker = fork(fileURLToPath(import.meta.url), ['--worker'], {
       env: {
         ...process.env,
+        ...imageMemoryEnv(),
         TEMPORAL_ADDRESS: temporal.address,
         TEMPORAL_NAMESPACE: temporal.namespace,
         MANAGEMENT_KUBECONFIG: fixtures.testbed().workerKubeconfig,

@@ -1,21 +1,27 @@
 // The whole product as separate processes on free loopback ports, for a
 // benchmark: a Temporal dev server, the worker (`ROLE=worker`) and the hook
-// server (`ROLE=api`), each the real entry point (src/main.ts) with the
-// image's Node options and a prebuilt workflow bundle, as the Deployments run
-// them. Everything is started under one temporary directory (certificates,
+// server (`ROLE=api`), each the real entry point (main.js, compiled from src/
+// as the image is) with the image's Node options and a prebuilt workflow
+// bundle, as the Deployments run them. Everything is started under one temporary directory (certificates,
 // SQLite file, logs) and stop() ends it all; a process that outlives its
 // benchmark is a bug of this file.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, cpSync, mkdtempSync, openSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort, startDevServer, type DevServer } from '../../src/local/temporal-dev-server.ts';
-import { imageNodeOptions } from '../image-node-options.ts';
+import { imageMemoryEnv, imageNodeOptions } from '../image-env.ts';
 import { writeServingCertificate } from '../lib.ts';
 
 const execFileAsync = promisify(execFile);
-const EXIT_WITH_PARENT = new URL('./exit-with-parent.ts', import.meta.url).href;
+// Preloaded (`node --import`) into the extension processes: when the benchmark dies without
+// stopping them (SIGKILL, a crash), their IPC channel closes and they stop as a pod would,
+// through their own SIGTERM handler, instead of staying behind on the machine. A data: URL of
+// plain JavaScript, so no TypeScript is loaded into the processes (see buildExtension).
+const EXIT_WITH_PARENT = `data:text/javascript,${encodeURIComponent(
+  "process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));",
+)}`;
 
 export interface StackOptions {
   /** Checkout whose src/main.ts and workflow code run (default: this one); lets a run measure another commit. */
@@ -129,7 +135,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     chmodSync(cli, 0o755);
     // The worker loads a prebuilt bundle, as the image does (webpack at start would change its memory).
     const bundle = join(dir, 'workflow-bundle.js');
-    const [server] = await Promise.all([
+    const [server, , main] = await Promise.all([
       startDevServer({
         executable: cli,
         dbFilename: join(dir, 'temporal.db'),
@@ -141,16 +147,17 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         ['--disable-warning=ExperimentalWarning', 'scripts/bundle-workflows.ts', bundle],
         { cwd: options.extensionRoot },
       ),
+      buildExtension(options.extensionRoot, dir),
     ]);
     temporal = server;
-    options.log(`Temporal dev server ${server.address} (pid ${server.pid}), workflow bundle built`);
+    options.log(`Temporal dev server ${server.address} (pid ${server.pid}), workflow bundle and ${main} built`);
 
     const startChild = (role: 'api' | 'worker', opsPort: number, extra: Record<string, string>): ExtensionChild => {
       const logFile = join(dir, `${role}.log`);
       const out = openSync(logFile, 'a');
       const child = spawn(
         process.execPath,
-        ['--disable-warning=ExperimentalWarning', ...options.nodeFlags, '--import', EXIT_WITH_PARENT, 'src/main.ts'],
+        ['--disable-warning=ExperimentalWarning', ...options.nodeFlags, '--import', EXIT_WITH_PARENT, main],
         {
           cwd: options.extensionRoot,
           // Only what the process needs: no KUBERNETES_SERVICE_HOST or MANAGEMENT_KUBECONFIG leaks in from
@@ -165,6 +172,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
             OPS_SERVER_HOST: '127.0.0.1',
             OPS_SERVER_PORT: String(opsPort),
             LOG_LEVEL: options.logLevel,
+            ...imageMemoryEnv(),
             ...extra,
           },
           stdio: ['ignore', out, out, 'ipc'],
@@ -196,6 +204,33 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await stop().catch(() => killNow());
     throw err;
   }
+}
+
+/**
+ * Compiles `root`'s src/ as the image does (`tsconfig.build.json`: tsc to JavaScript) into
+ * `dir`/dist and returns its main.js. Running src/main.ts instead would load Node's type
+ * stripper (a WebAssembly compiler, ~18 MiB of resident memory) into processes whose memory
+ * the benchmark measures; the image has none of it. `dir` gets the checkout's package.json
+ * (ESM) and a link to its node_modules, as /app has in the image.
+ */
+async function buildExtension(root: string, dir: string): Promise<string> {
+  const outDir = join(dir, 'dist');
+  await execFileAsync(
+    process.execPath,
+    [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--outDir', outDir],
+    { cwd: root, maxBuffer: 16 << 20 },
+  ).catch((err: unknown) => {
+    const out = (err as { stdout?: string }).stdout ?? '';
+    throw new Error(`tsc -p tsconfig.build.json failed in ${root}:\n${out.slice(0, 2000)}`, { cause: err });
+  });
+  // What tsc does not copy and the code reads next to itself (the job executor's upgrade-node.sh; the Dockerfile copies it too).
+  cpSync(join(root, 'src'), outDir, {
+    recursive: true,
+    filter: (from) => !from.endsWith('.ts') && !from.includes('/src/local'),
+  });
+  copyFileSync(join(root, 'package.json'), join(dir, 'package.json'));
+  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
+  return join(outDir, 'main.js');
 }
 
 /** The image's NODE_OPTIONS unless BENCH_NODE_FLAGS says otherwise ('' = none). */

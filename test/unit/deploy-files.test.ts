@@ -4,7 +4,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { parse } from 'yaml';
-import { imageNodeOptions } from '../../bench/image-node-options.ts';
+import { imageMemoryEnv, imageNodeOptions } from '../../bench/image-env.ts';
 import { parseConfig } from '../../src/config.ts';
 
 interface ComposeService {
@@ -46,6 +46,10 @@ describe('docker-compose.yml', () => {
 describe('Dockerfile', () => {
   it('sizes V8 for a container: the NODE_OPTIONS the benchmarks run the worker with', () => {
     expect(imageNodeOptions()).toEqual(['--max-semi-space-size=4', '--max-old-space-size=256']);
+  });
+
+  it("caps glibc's malloc arenas: the environment the benchmarks run both processes with", () => {
+    expect(imageMemoryEnv()).toEqual({ MALLOC_ARENA_MAX: '2' });
   });
 
   it('is multi-stage, runs as a non-root user and starts from the prebuilt bundle', () => {
