@@ -5,7 +5,8 @@ import { execFileSync } from 'node:child_process';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { readFileSync } from 'node:fs';
 import { formatMs, percentile, table, type Phase } from '../lib.ts';
-import { cpuSecondsOf, type MemorySampler } from './proc.ts';
+import { breakdownTable, cpuTable, type ClassCpu, type MemoryBreakdown } from './fleet-profile.ts';
+import { cpuSecondsOf, threadCpuOf, type MemorySampler } from './proc.ts';
 import { frontendRequests, type FrontendCalls, type Stack } from './stack.ts';
 
 /** Returns a problem with a Success answer's body, or undefined when it is what the class expects. */
@@ -29,17 +30,17 @@ export const targets = {
 
 type Pids = Record<'api' | 'worker' | 'temporal', number>;
 
-export interface ClassResult {
+export interface ClassResult extends ClassCpu {
   name: string;
   load: string;
   phase: Phase;
   /** The handler's own time by the api's histogram (le bucket bound in seconds → count), for `hook`. */
   handler: Map<number, number>;
+  /** The api's event-loop delay over the window, "p99/max" ms (a stalled loop delays every answer). */
+  apiEventLoopDelay: string;
   target?: Target;
   /** Cores used by each process over the class's window. */
   cores: Pids;
-  /** How long the processes took to go quiet after the class (quiet: false when they never did). */
-  settled: { seconds: number; quiet: boolean };
   /** Temporal frontend calls during the window and its settling, by operation. */
   calls: Map<string, FrontendCalls>;
 }
@@ -56,7 +57,7 @@ export async function measure(
   spec: { hook: string; run: () => Promise<Phase>; target?: Target },
 ): Promise<ClassResult> {
   const { stack, pids } = ctx;
-  const handlerBefore = await handlerBuckets(stack.api.opsUrl, spec.hook);
+  const { buckets: handlerBefore } = await handlerBuckets(stack.api.opsUrl, spec.hook);
   const cpu = () => ({
     api: cpuSecondsOf(pids.api),
     worker: cpuSecondsOf(pids.worker),
@@ -64,12 +65,18 @@ export async function measure(
   });
   const namespace = stack.temporal.namespace;
   const callsBefore = await frontendRequests(stack.temporalMetricsUrl, namespace);
+  const threads = () => ({ api: threadCpuOf(pids.api), worker: threadCpuOf(pids.worker) });
+  const threadsBefore = threads();
   const cpuBefore = cpu();
   const phase = await spec.run();
   const cpuAfter = cpu();
-  const handlerAfter = await handlerBuckets(stack.api.opsUrl, spec.hook);
+  const threadsAfter = threads();
+  const { buckets: handlerAfter, loop } = await handlerBuckets(stack.api.opsUrl, spec.hook);
   const handler = new Map([...handlerAfter].map(([le, n]) => [le, n - (handlerBefore.get(le) ?? 0)]));
   const settled = await ctx.settle();
+  const cpuSettled = cpu();
+  const spent = (before: Map<string, number>, after: Map<string, number>) =>
+    new Map([...after].map(([role, s]) => [role, s - (before.get(role) ?? 0)]));
   await new Promise((r) => setTimeout(r, 1_200));
   const callsAfter = await frontendRequests(stack.temporalMetricsUrl, namespace);
   const calls = new Map<string, FrontendCalls>();
@@ -84,10 +91,17 @@ export async function measure(
     load,
     phase,
     handler,
+    apiEventLoopDelay: loop,
     settled,
     ...(spec.target ? { target: spec.target } : {}),
     cores: { api: cores('api'), worker: cores('worker'), temporal: cores('temporal') },
     calls,
+    threadCpu: {
+      api: spent(threadsBefore.api, threadsAfter.api),
+      worker: spent(threadsBefore.worker, threadsAfter.worker),
+      temporal: cpuAfter.temporal - cpuBefore.temporal,
+    },
+    leftBehindCpu: (['api', 'worker', 'temporal'] as const).reduce((a, k) => a + cpuSettled[k] - cpuAfter[k], 0),
   };
 }
 
@@ -95,8 +109,23 @@ export async function measure(
  * The api's own histogram of hook handler time (from the route's start to the answer, so
  * without TLS, parsing and event-loop queueing), cumulative counts by bucket bound, all answers.
  */
-async function handlerBuckets(opsUrl: string, hook: string): Promise<Map<number, number>> {
+/** prom-client's default eventLoopMonitoringPrecision (src/ops/metrics.ts keeps the default). */
+const LOOP_TICK_MS = 10;
+
+async function handlerBuckets(opsUrl: string, hook: string): Promise<{ buckets: Map<number, number>; loop: string }> {
   const text = await (await fetch(`${opsUrl}/metrics`)).text();
+  // prom-client resets its event-loop delay histogram at each scrape: these are since the last one.
+  // Its samples are the interval between ticks of a 10 ms timer, so an idle loop reads 10 ms: the
+  // delay is what lies beyond that.
+  const lagMs = (name: string) =>
+    formatMs(
+      Math.max(
+        0,
+        Number(new RegExp(`^nodejs_eventloop_lag_${name}_seconds(?:\\{[^}]*\\})? (\\S+)`, 'm').exec(text)?.[1]) * 1000 -
+          LOOP_TICK_MS,
+      ),
+    );
+  const loop = `${lagMs('p99')}/${lagMs('max')}`;
   const out = new Map<number, number>();
   for (const line of text.split('\n')) {
     if (!line.startsWith('capi_upgrade_hook_request_duration_seconds_bucket{')) continue;
@@ -106,7 +135,7 @@ async function handlerBuckets(opsUrl: string, hook: string): Promise<Map<number,
     const bound = le === '+Inf' ? Infinity : Number(le);
     out.set(bound, (out.get(bound) ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1)));
   }
-  return out;
+  return { buckets: out, loop };
 }
 
 /** The bucket bound (ms) under which a share `q` of the handler times fall: "≤5" */
@@ -147,8 +176,19 @@ function callsPerRequest(r: ClassResult): string {
   return parts.join(', ') || 'none';
 }
 
-export function memoryReport(sampler: MemorySampler, pids: Pids) {
-  return (Object.keys(pids) as (keyof Pids)[]).map((name) => ({ name, pid: pids[name], ...sampler.figures(name) }));
+/** Each process's memory figures now; `atFleet`: the peaks taken when the fleet alone ran (see fleet.ts). */
+export function memoryReport(sampler: MemorySampler, pids: Pids, atFleet?: Map<keyof Pids, number>) {
+  return (Object.keys(pids) as (keyof Pids)[]).map((name) => ({
+    name,
+    pid: pids[name],
+    ...sampler.figures(name),
+    peakAtFleetKiB: atFleet?.get(name) ?? NaN,
+  }));
+}
+
+/** Peak RSS of each process so far (KiB). */
+export function memoryPeaks(sampler: MemorySampler, pids: Pids): Map<keyof Pids, number> {
+  return new Map((Object.keys(pids) as (keyof Pids)[]).map((name) => [name, sampler.figures(name).peakSinceResetKiB]));
 }
 
 const MEMORY_TARGET_MIB: Partial<Record<keyof Pids, number>> = { api: 250, worker: 300 };
@@ -198,6 +238,7 @@ export function classReport(r: {
   results: ClassResult[];
   history: { workflowId: string; before: number; after: number; pollErrors: string[] };
   memory: ReturnType<typeof memoryReport>;
+  memoryBreakdown: MemoryBreakdown[];
   stack: Stack;
   loadBefore: number;
 }): string {
@@ -212,6 +253,7 @@ export function classReport(r: {
       'p99 ms',
       'max ms',
       'handler p50/p99',
+      'api loop p99/max',
       'target',
       'met',
       'cores api/wkr/tmp',
@@ -235,6 +277,7 @@ export function classReport(r: {
       formatMs(figures.p99),
       formatMs(sorted.at(-1) ?? NaN),
       `${handlerQuantile(c.handler, 0.5)}/${handlerQuantile(c.handler, 0.99)}`,
+      c.apiEventLoopDelay,
       t?.text ?? '',
       t ? (t.met ? 'yes' : 'NO') : '',
       `${c.cores.api.toFixed(2)}/${c.cores.worker.toFixed(2)}/${c.cores.temporal.toFixed(2)}`,
@@ -244,18 +287,22 @@ export function classReport(r: {
   }
   const mib = (kib: number | undefined) =>
     kib === undefined || Number.isNaN(kib) ? '-' : `${(kib / 1024).toFixed(0)} MiB`;
-  const memRows = [['process', 'pid', 'RSS at end', 'peak RSS in run', 'VmHWM', 'target', 'met']];
+  const memRows = [
+    ['process', 'pid', `peak, the ${r.options.clusters} (0–3)`, 'target', 'met', 'peak in run', 'RSS at end', 'VmHWM'],
+  ];
   for (const m of r.memory) {
     const target = MEMORY_TARGET_MIB[m.name];
-    if (target) verdicts.push(m.peakSinceResetKiB / 1024 <= target);
+    const met = m.peakAtFleetKiB / 1024 <= (target ?? Infinity);
+    if (target) verdicts.push(met);
     memRows.push([
       m.name,
       String(m.pid),
-      mib(m.last?.rssKiB),
-      mib(m.peakSinceResetKiB),
-      mib(m.last?.hwmKiB),
+      mib(m.peakAtFleetKiB),
       target ? `≤ ${target} MiB` : '',
-      target ? (m.peakSinceResetKiB / 1024 <= target ? 'yes' : 'NO') : '',
+      target ? (met ? 'yes' : 'NO') : '',
+      mib(m.peakSinceResetKiB),
+      mib(m.last?.rssKiB),
+      mib(m.last?.hwmKiB),
     ]);
   }
   const errors = r.results
@@ -278,6 +325,7 @@ export function classReport(r: {
     `client: one keep-alive HTTPS pool of ${r.options.connections} connections, no Content-Type, ` +
       `${r.requestTimeoutMs / 1000} s timeout; open-loop latency runs from the scheduled send`,
     "handler p50/p99: bucket bounds (ms) of the api's own hook histogram (no TLS, parsing or queueing before the route); " +
+      "api loop: the api's event-loop delay (ms) over the class, which every answer waits out on top of its handler; " +
       'lag: how late the driver itself sent at worst; cores: CPU over the class (1.00 = one core)',
     '',
     table(rows, (i) => i >= 2 && i <= 7),
@@ -297,7 +345,20 @@ export function classReport(r: {
       (h.pollErrors.length > 0 ? `; ${h.pollErrors.length} of the polls failed, first: ${h.pollErrors[0]}` : ''),
     '',
     table(memRows, (i) => i >= 1 && i <= 4),
-    '(peak RSS in run: sampled every 250 ms from the first setup request to the end; VmHWM: since the process started)',
+    `(RSS sampled every 250 ms from the first setup request; "the ${r.options.clusters}": through classes 0–3, while ` +
+      `the fleet's ${r.options.clusters} upgrades are all there is, the load the targets are for; "in run": to the end, ` +
+      'after 4a and 4b have started thousands more; VmHWM: since the process started)',
+    '',
+    'where the memory is at the end of the run (MiB; smaps_rollup and the process\'s nodejs_* gauges; "rest": ' +
+      "other isolates such as the workflow threads', native allocations such as Temporal's Rust core, stacks):",
+    breakdownTable(r.memoryBreakdown),
+    '',
+    "where the CPU goes, per request, over each class's window (thread roles by name: js main, the SDK's workflow " +
+      "threads, Temporal's Rust core, V8's GC and compiler threads); the ceiling is what the cores could serve if the " +
+      'three processes had them to themselves; settling: CPU of the three after the class until quiet (the work it ' +
+      "left behind, such as Events and a new upgrade's first workflow tasks, plus the idle costs: the api's List " +
+      "each second, re-describes, the worker's gauges):",
+    cpuTable(r.results),
     '',
     `api log: ${logProblems(r.stack.api.logFile)}`,
     `worker log: ${logProblems(r.stack.worker.logFile)}`,

@@ -13,26 +13,31 @@ export interface Memory {
   hwmKiB: number;
 }
 
-/** VmRSS and VmHWM of a process; undefined once it is gone. */
-export function memoryOf(pid: number): Memory | undefined {
-  let text: string;
+/** /proc/<path> as text; undefined once the process (or thread) is gone. */
+function procFile(path: string): string | undefined {
   try {
-    text = readFileSync(`/proc/${pid}/status`, 'utf8');
+    return readFileSync(`/proc/${path}`, 'utf8');
   } catch {
     return undefined;
   }
-  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN);
+}
+
+/** A `Field:   123 kB` line of a /proc file, in KiB (NaN when absent). */
+const kibField = (text: string, field: string) =>
+  Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN);
+
+/** VmRSS and VmHWM of a process; undefined once it is gone. */
+export function memoryOf(pid: number): Memory | undefined {
+  const text = procFile(`${pid}/status`);
+  if (text === undefined) return undefined;
+  const kib = (field: string) => kibField(text, field);
   return { rssKiB: kib('VmRSS'), hwmKiB: kib('VmHWM') };
 }
 
 /** The command name and user + system CPU seconds of a process; undefined once it is gone. */
 function statOf(pid: string | number): { comm: string; cpuSeconds: number } | undefined {
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return undefined;
-  }
+  const stat = procFile(`${pid}/stat`);
+  if (stat === undefined) return undefined;
   // The command may contain spaces and parentheses: the fields start after the last ')'.
   const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -43,6 +48,54 @@ function statOf(pid: string | number): { comm: string; cpuSeconds: number } | un
 /** CPU seconds (user + system) a process has used so far; NaN once it is gone. */
 export function cpuSecondsOf(pid: number): number {
   return statOf(pid)?.cpuSeconds ?? NaN;
+}
+
+/**
+ * What a thread of a Node process does, by the name the runtime gives it: the JavaScript main
+ * thread, a worker_threads thread (the Temporal SDK runs workflow code in those), Temporal's
+ * Rust core (tokio threads: gRPC, protobuf, the workflow and activity pollers), V8's helpers
+ * (garbage collection, compilers), libuv's pool (crypto, files, DNS).
+ */
+function threadRole(comm: string): string {
+  if (comm === 'MainThread' || comm === 'node') return 'js main';
+  if (comm.startsWith('tokio') || comm.startsWith('temporal')) return 'Temporal core (Rust)';
+  if (comm === 'V8Worker' || comm === 'DelayedTaskSche') return 'V8 GC/compiler';
+  if (comm.startsWith('libuv')) return 'libuv pool';
+  if (comm === 'WorkerThread' || comm.startsWith('Worker')) return 'workflow threads';
+  return comm;
+}
+
+/** CPU seconds a process's threads have used so far, by threadRole (empty once it is gone). */
+export function threadCpuOf(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  let tids: string[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    const stat = statOf(`${pid}/task/${tid}`);
+    if (!stat) continue; // the thread ended meanwhile
+    const role = threadRole(stat.comm);
+    out.set(role, (out.get(role) ?? 0) + stat.cpuSeconds);
+  }
+  return out;
+}
+
+/**
+ * Where a process's resident memory is (KiB, from smaps_rollup): anonymous (heaps, buffers,
+ * thread stacks) against file-backed (the node binary, native addons such as Temporal's core).
+ */
+export function residentBreakdownOf(
+  pid: number,
+): { rssKiB: number; anonymousKiB: number; fileKiB: number } | undefined {
+  const text = procFile(`${pid}/smaps_rollup`);
+  if (text === undefined) return undefined;
+  const kib = (field: string) => kibField(text, field);
+  const rssKiB = kib('Rss');
+  const anonymousKiB = kib('Anonymous');
+  return { rssKiB, anonymousKiB, fileKiB: rssKiB - anonymousKiB };
 }
 
 /** CPU seconds used so far by every process on this machine, by command name (empty where there is no /proc). */
