@@ -51,11 +51,19 @@ export interface WaitCheckpoint {
 /** What an executor's object says when read: done, or what was seen (failures are thrown as ApplicationFailures). */
 export type NodeUpgradeVerdict = { done: true; message: string } | { done: false; observed: string };
 
-/** One node upgrade through an executor: `ensure` creates its object (idempotent), `check` reads it once. */
+/**
+ * One node upgrade through an executor: `ensure` creates its object (idempotent), `check` reads it
+ * once, `changes` calls back whenever the object changes (so the waiter reads it then, not at its
+ * next poll) until the returned function is called.
+ */
 export interface NodeUpgradeExecution {
   ensure(): Promise<void>;
   check(startedAtMs: number): Promise<NodeUpgradeVerdict>;
+  changes(onChange: () => void): () => void;
 }
+
+/** The label selector of every object the executors create. */
+export const MANAGED_BY_SELECTOR = `${MANAGED_BY_LABEL}=${MANAGED_BY}`;
 
 export function waitCheckpoint(details: unknown): WaitCheckpoint | undefined {
   if (!isRecord(details) || typeof details.startedAtMs !== 'number') return undefined;

@@ -127,14 +127,32 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
         return await execution.check(since);
       };
       if (deps.upgradeWatch) {
-        deps.upgradeWatch.watch({ taskToken: ctx.info.taskToken, startedAtMs, check });
+        deps.upgradeWatch.watch({
+          taskToken: ctx.info.taskToken,
+          startedAtMs,
+          check,
+          changes: (onChange) => execution.changes(onChange),
+        });
         throw new CompleteAsyncError();
       }
-      for (;;) {
-        const verdict = await check(startedAtMs);
-        if (verdict.done) return { message: verdict.message };
-        ctx.heartbeat({ startedAtMs, observed: verdict.observed } satisfies WaitCheckpoint);
-        await ctx.sleep(pollMs);
+      // Without the watch (tests): read again after pollMs, or as soon as the object changes.
+      let changed = false;
+      let wake: (() => void) | undefined;
+      const stopChanges = execution.changes(() => {
+        changed = true;
+        wake?.();
+      });
+      try {
+        for (;;) {
+          changed = false;
+          const verdict = await check(startedAtMs);
+          if (verdict.done) return { message: verdict.message };
+          ctx.heartbeat({ startedAtMs, observed: verdict.observed } satisfies WaitCheckpoint);
+          if (!changed) await Promise.race([ctx.sleep(pollMs), new Promise<void>((r) => (wake = r))]);
+          wake = undefined;
+        }
+      } finally {
+        stopChanges();
       }
     },
 

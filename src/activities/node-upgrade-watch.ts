@@ -2,7 +2,9 @@
 // executor's Job or NodeUpgradeRequest, hands the check to this watch and
 // completes asynchronously; one timer per worker process then reads every
 // pending upgrade, heartbeats for it through the Temporal client and completes
-// or fails it. A waiting upgrade costs one read per poll, not an activity slot.
+// or fails it. A waiting upgrade costs one read per poll, not an activity slot;
+// a change to its Job or NodeUpgradeRequest (seen by a shared watch, see
+// object-watch.ts) has it read at once.
 //
 // What can go wrong, and why it is safe:
 // - the worker dies: the heartbeats stop, the attempt times out on its
@@ -21,6 +23,8 @@ export interface WatchedUpgrade {
   taskToken: Uint8Array;
   startedAtMs: number;
   check(startedAtMs: number): Promise<NodeUpgradeVerdict>;
+  /** Calls back when the executor's object changes (read it then, not at the next poll); returns the stop. */
+  changes?(onChange: () => void): () => void;
 }
 
 export interface NodeUpgradeWatchOptions {
@@ -38,6 +42,9 @@ interface Entry extends WatchedUpgrade {
   lastHeartbeatMs: number;
   /** A read in flight: the next poll skips this entry. */
   busy: boolean;
+  /** The object changed during that read: read again when it ends. */
+  dirty: boolean;
+  stopChanges: () => void;
 }
 
 export class NodeUpgradeWatch {
@@ -62,8 +69,18 @@ export class NodeUpgradeWatch {
   /** Starts watching (replacing a previous attempt of the same activity); checks at once. */
   watch(upgrade: WatchedUpgrade): void {
     const key = Buffer.from(upgrade.taskToken).toString('base64');
-    const entry: Entry = { ...upgrade, observed: 'created', lastHeartbeatMs: 0, busy: false };
+    this.drop(key);
+    const entry: Entry = {
+      ...upgrade,
+      observed: 'created',
+      lastHeartbeatMs: 0,
+      busy: false,
+      dirty: false,
+      stopChanges: () => undefined,
+    };
     this.entries.set(key, entry);
+    // A change is read at once (a Job done, an agent's status): the poll is the fallback.
+    entry.stopChanges = upgrade.changes?.(() => this.changed(key, entry)) ?? entry.stopChanges;
     if (!this.timer) {
       this.timer = setInterval(() => void this.poll(), this.pollMs);
       // Never what keeps the process alive: on exit the heartbeat timeout hands the upgrade to a retry.
@@ -77,7 +94,18 @@ export class NodeUpgradeWatch {
   close(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    this.entries.clear();
+    for (const key of [...this.entries.keys()]) this.drop(key);
+  }
+
+  private drop(key: string): void {
+    this.entries.get(key)?.stopChanges();
+    this.entries.delete(key);
+  }
+
+  private changed(key: string, entry: Entry): void {
+    if (this.entries.get(key) !== entry) return;
+    if (entry.busy) entry.dirty = true;
+    else void this.visit(key, entry);
   }
 
   private async poll(): Promise<void> {
@@ -94,6 +122,7 @@ export class NodeUpgradeWatch {
   private async visit(key: string, entry: Entry): Promise<void> {
     if (entry.busy) return;
     entry.busy = true;
+    entry.dirty = false;
     try {
       let verdict: NodeUpgradeVerdict | undefined;
       try {
@@ -123,18 +152,19 @@ export class NodeUpgradeWatch {
         if (err instanceof ActivityCancelledError) {
           await this.finish(key, () => this.clientOf().reportCancellation(entry.taskToken));
         } else if (err instanceof ActivityNotFoundError) {
-          this.entries.delete(key);
+          this.drop(key);
         }
         // Anything else (Temporal unreachable): keep going; the heartbeat timeout decides.
       }
     } finally {
       entry.busy = false;
+      if (entry.dirty) this.changed(key, entry);
     }
   }
 
   /** Reports the outcome once; an activity that already ended is fine. */
   private async finish(key: string, report: () => Promise<void>): Promise<void> {
-    this.entries.delete(key);
+    this.drop(key);
     try {
       await report();
     } catch {

@@ -6,11 +6,13 @@ import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } fr
 import { ApplicationFailure } from '@temporalio/common';
 import { canonicalJson } from '../../domain/canonical-json.ts';
 import { apiClient, isConflict, isNotFound } from '../kube.ts';
+import { watchObject } from '../object-watch.ts';
 import { ensureFilesSecret, filesSecretName, type BootstrapFile } from './bootstrap-files.ts';
 import {
   MACHINE_UPDATE_FAILURES,
   MANAGED_BY,
   MANAGED_BY_LABEL,
+  MANAGED_BY_SELECTOR,
   nodeLabel,
   seconds,
   type NodeUpgradeExecution,
@@ -217,6 +219,16 @@ export function delegateExecution(kc: KubeConfig, namespace: string, input: Node
     async ensure() {
       await ensureWithFiles();
     },
+    changes: (onChange) =>
+      watchObject(
+        kc,
+        {
+          path: `/apis/${NODE_UPGRADE_GROUP}/${NODE_UPGRADE_VERSION}/namespaces/${namespace}/${NODE_UPGRADE_PLURAL}`,
+          labelSelector: MANAGED_BY_SELECTOR,
+        },
+        name,
+        onChange,
+      ),
     async check(startedAtMs) {
       let request: NodeUpgradeRequest;
       try {

@@ -7,10 +7,12 @@ import { readFileSync } from 'node:fs';
 import { ApiException, BatchV1Api, CoreV1Api, type KubeConfig, type V1Job } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { apiClient, isConflict, isNotFound } from '../kube.ts';
+import { watchObject } from '../object-watch.ts';
 import {
   MACHINE_UPDATE_FAILURES,
   MANAGED_BY,
   MANAGED_BY_LABEL,
+  MANAGED_BY_SELECTOR,
   nodeLabel,
   seconds,
   truncate,
@@ -176,6 +178,13 @@ export function jobExecution(
     async ensure() {
       await ensure();
     },
+    changes: (onChange) =>
+      watchObject(
+        kc,
+        { path: `/apis/batch/v1/namespaces/${namespace}/jobs`, labelSelector: MANAGED_BY_SELECTOR },
+        name,
+        onChange,
+      ),
     async check(startedAtMs) {
       // Deleted by someone meanwhile: create it again.
       const job = (await read()) ?? (await ensure());
