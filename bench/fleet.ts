@@ -319,7 +319,7 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
       results,
       history,
       memory: memoryReport(memory, pids, atFleet),
-      memoryBreakdown: await memoryBreakdown(stack),
+      memoryBreakdown: await memoryBreakdown([stack.api, stack.worker]),
     };
   } finally {
     memory.stop();

@@ -6,9 +6,10 @@
 //
 // It starts everything it uses and stops it after: a test bed of its own
 // (scripts/testbed.sh: management + KWOK workload API servers), a Temporal dev
-// server on a free port, and the worker in a child process as production runs
-// it (createWorker: real activities, node upgrades waited on outside activity
-// slots, the defaults, the prebuilt workflow bundle). The `delegate` executor stands for "an
+// server on a free port, and the worker as production runs it: main.js
+// compiled by tsc with ROLE=worker, the image's memory settings, the defaults,
+// the prebuilt workflow bundle (real activities, node upgrades waited on outside
+// activity slots). The `delegate` executor stands for "an
 // executor that completes after d": a stand-in agent answers each
 // NodeUpgradeRequest d after it first sees it, setting the node's kubelet
 // version first as a real agent would.
@@ -17,7 +18,7 @@
 // drain is the median Drain step, the per-update overhead (active time − d)
 // and each step's p50/p99, the most updates ever past the queue at once, and
 // the worker's peak RSS.
-import { execFile, fork, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,66 +26,14 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { machineUpdateSlotsWorkflowId, type MachineUpdateStatus } from '../src/model/machine-update.ts';
-import { imageMemoryEnv, imageNodeOptions } from './image-env.ts';
-import { cpuByCommand } from './lib/proc.ts';
+import { imageNodeOptions } from './image-env.ts';
+import { memoryBreakdown } from './lib/fleet-profile.ts';
+import { cpuByCommand, memoryOf, MemorySampler } from './lib/proc.ts';
+import { buildExtension, end, freePorts, spawnExtension, waitReady } from './lib/stack.ts';
 
 const execFileAsync = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TASK_QUEUE = 'bench-machine-updates';
-
-/** The worker's memory every second: when the peak came, and what the V8 heap held then. */
-interface MemorySample {
-  atMs: number;
-  rss: number;
-  heapUsed: number;
-  heapTotal: number;
-}
-
-type WorkerMessage =
-  | { type: 'ready' }
-  | { type: 'usage'; maxRSS: number; memory: NodeJS.MemoryUsage; samples: MemorySample[] }
-  | { type: 'failed'; message: string };
-
-// ---------------------------------------------------------------- worker side
-
-async function runWorker(): Promise<void> {
-  const send = (m: WorkerMessage) => process.send?.(m);
-  try {
-    const { createWorker } = await import('../src/worker.ts');
-    const { managementKubeConfig } = await import('../src/activities/kube.ts');
-    const { parseConfig } = await import('../src/config.ts');
-    const config = parseConfig(process.env);
-    const worker = await createWorker(
-      {
-        ...config.temporal,
-        taskQueue: TASK_QUEUE,
-        tuning: config.worker,
-        ...(config.workflowBundlePath ? { workflowBundlePath: config.workflowBundlePath } : {}),
-      },
-      { management: managementKubeConfig(process.env.MANAGEMENT_KUBECONFIG) },
-    );
-    const samples: MemorySample[] = [];
-    const sample = () => {
-      const m = process.memoryUsage();
-      samples.push({ atMs: Date.now(), rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal });
-    };
-    sample();
-    setInterval(sample, 1_000).unref();
-    process.on('message', (m: { type: string }) => {
-      if (m.type === 'usage')
-        send({ type: 'usage', maxRSS: process.resourceUsage().maxRSS, memory: process.memoryUsage(), samples });
-      if (m.type === 'stop') worker.shutdown();
-    });
-    send({ type: 'ready' });
-    await worker.run();
-    process.exit(0);
-  } catch (err) {
-    send({ type: 'failed', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-    process.exit(1);
-  }
-}
-
-// ---------------------------------------------------------------- driver side
 
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -92,22 +41,6 @@ function percentile(sorted: number[], p: number): number {
 }
 const sortNum = (xs: number[]) => [...xs].sort((a, b) => a - b);
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
-
-function waitForMessage<T extends WorkerMessage['type']>(
-  child: ChildProcess,
-  type: T,
-): Promise<Extract<WorkerMessage, { type: T }>> {
-  return new Promise((resolve, reject) => {
-    const onMessage = (m: WorkerMessage) => {
-      if (m.type === type) {
-        child.off('message', onMessage);
-        resolve(m as Extract<WorkerMessage, { type: T }>);
-      } else if (m.type === 'failed') reject(new Error(`worker failed: ${m.message}`));
-    };
-    child.on('message', onMessage);
-    child.once('exit', (code) => reject(new Error(`worker exited with ${code}`)));
-  });
-}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -165,25 +98,34 @@ async function main(): Promise<void> {
         ? process.env.BENCH_WORKER_NODE_FLAGS.split(' ').filter(Boolean)
         : imageNodeOptions();
     console.log(`worker node flags: ${workerNodeFlags.join(' ') || '(none)'}`);
-    const worker = fork(fileURLToPath(import.meta.url), ['--worker'], {
+    const [opsPort] = await freePorts(1);
+    const worker = spawnExtension({
+      role: 'worker',
+      main: await buildExtension(ROOT, dir),
+      cwd: ROOT,
+      nodeFlags: workerNodeFlags,
+      logFile: join(dir, 'worker.log'),
+      opsPort: opsPort!,
       env: {
-        ...process.env,
-        ...imageMemoryEnv(),
         TEMPORAL_ADDRESS: temporal.address,
         TEMPORAL_NAMESPACE: temporal.namespace,
+        TEMPORAL_TASK_QUEUE: TASK_QUEUE,
         MANAGEMENT_KUBECONFIG: fixtures.testbed().workerKubeconfig,
         WORKFLOW_BUNDLE_PATH: bundle,
+        LOG_LEVEL: 'warn',
+        // Tuning experiments: WORKER_MAX_CACHED_WORKFLOWS=250 make bench-machine-updates ...
+        ...Object.fromEntries(
+          Object.entries(process.env).filter(
+            (e): e is [string, string] => /^(WORKER_|NODE_UPGRADE_)/.test(e[0]) && e[1] !== undefined,
+          ),
+        ),
       },
-      // The image's NODE_OPTIONS (heap sizing), unless BENCH_WORKER_NODE_FLAGS says otherwise.
-      execArgv: ['--disable-warning=ExperimentalWarning', ...workerNodeFlags],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
-    cleanups.push(async () => {
-      worker.send({ type: 'stop' });
-      await new Promise((r) => setTimeout(r, 2_000));
-      worker.kill('SIGKILL');
-    });
-    await waitForMessage(worker, 'ready');
+    cleanups.push(() => end(worker.child, 10_000));
+    await waitReady(worker, 120_000);
+    const idleRss = memoryOf(worker.pid)?.rssKiB ?? NaN;
+    const memory = new MemorySampler(new Map([['worker', worker.pid]]));
+    cleanups.push(async () => memory.stop());
 
     // The executor: every request answered `delay` after it was first seen (NodeUpgradeRequests go to kube-system).
     const agent = rigModule.startStandInAgent('kube-system', (firstSeen) => Date.now() - firstSeen >= delayMs, 100);
@@ -213,8 +155,8 @@ async function main(): Promise<void> {
     })) {
       slotsStartedMs = Math.min(Number.isNaN(slotsStartedMs) ? Infinity : slotsStartedMs, w.startTime.getTime());
     }
-    worker.send({ type: 'usage' });
-    const { maxRSS, memory, samples } = await waitForMessage(worker, 'usage');
+    const peakKiB = memory.figures('worker').peakSinceResetKiB;
+    const [breakdown] = await memoryBreakdown([worker]);
 
     const failed = results.filter((r) => r.phase !== 'Succeeded');
     const stepMs = (r: MachineUpdateStatus, type: string) => {
@@ -267,16 +209,18 @@ async function main(): Promise<void> {
       const xs = sortNum(results.map((r) => stepMs(r, type)).filter((x) => !Number.isNaN(x)));
       console.log(`  ${type.padEnd(12)} p50 ${s(percentile(xs, 50))}  p99 ${s(percentile(xs, 99))}`);
     }
-    const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
-    console.log(`worker peak RSS         ${(maxRSS / 1024).toFixed(0)} MiB  (target ≤ 300 MiB)`);
-    const peak = samples.reduce((a, b) => (b.rss > a.rss ? b : a));
+    const mib = (kib: number) => `${(kib / 1024).toFixed(0)} MiB`;
     console.log(
-      `  idle at start: rss ${mib(samples[0]!.rss)}; sampled peak rss ${mib(peak.rss)} at +${s(peak.atMs - started)} ` +
-        `(V8 heap ${mib(peak.heapUsed)} used of ${mib(peak.heapTotal)})`,
+      `worker peak RSS         ${mib(peakKiB)}  (target ≤ 300 MiB; sampled every 250 ms from the starts, idle before: ${mib(idleRss)})`,
     );
-    console.log(
-      `  at the end: rss ${mib(memory.rss)}, V8 heap ${mib(memory.heapUsed)} used of ${mib(memory.heapTotal)}, external ${mib(memory.external)}`,
-    );
+    if (breakdown) {
+      console.log(
+        `  at the end: rss ${mib(breakdown.rssKiB)}: code ${mib(breakdown.fileKiB)}, main V8 heap ` +
+          `${mib(breakdown.heapTotalBytes / 1024)} (${mib(breakdown.heapUsedBytes / 1024)} used), external ` +
+          `${mib(breakdown.externalBytes / 1024)}, the rest of anonymous (workflow thread, Rust core, stacks) ` +
+          mib(breakdown.anonymousKiB - (breakdown.heapTotalBytes + breakdown.externalBytes) / 1024),
+      );
+    }
     // Saturation: a busy machine stretches every step; this says who was busy.
     const cpu = [...cpuAfter]
       .map(([comm, sec]) => ({ comm, sec: sec - (cpuBefore.get(comm) ?? 0) }))
@@ -300,9 +244,7 @@ async function main(): Promise<void> {
   }
 }
 
-if (process.argv.includes('--worker')) void runWorker();
-else
-  main().catch((err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  });
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -5,7 +5,7 @@
 import { availableParallelism } from 'node:os';
 import { table } from '../lib.ts';
 import { residentBreakdownOf } from './proc.ts';
-import type { Stack } from './stack.ts';
+import type { ExtensionChild } from './stack.ts';
 
 /** What a class spent, as the CPU table needs it. */
 export interface ClassCpu {
@@ -31,10 +31,10 @@ export interface MemoryBreakdown {
   externalBytes: number;
 }
 
-/** Reads the breakdown now (the benchmark does it at the end of the run, when the most state is held). */
-export async function memoryBreakdown(stack: Stack): Promise<MemoryBreakdown[]> {
+/** Reads the breakdown of each process now (the benchmarks do it at the end of a run, when the most state is held). */
+export async function memoryBreakdown(children: ExtensionChild[]): Promise<MemoryBreakdown[]> {
   const out: MemoryBreakdown[] = [];
-  for (const c of [stack.api, stack.worker]) {
+  for (const c of children) {
     const resident = residentBreakdownOf(c.pid);
     const text = await (await fetch(`${c.opsUrl}/metrics`)).text().catch(() => '');
     const gauge = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);

@@ -58,14 +58,14 @@ export interface Stack {
 }
 
 /** `count` different free ports (one probe can hand back a port another just released). */
-async function freePorts(count: number): Promise<number[]> {
+export async function freePorts(count: number): Promise<number[]> {
   const ports = new Set<number>();
   while (ports.size < count) ports.add(await freePort());
   return [...ports];
 }
 
 /** Ends a child: SIGTERM (its own graceful stop), SIGKILL after `graceMs`. */
-async function end(child: ChildProcess, graceMs: number): Promise<void> {
+export async function end(child: ChildProcess, graceMs: number): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.kill('SIGTERM');
@@ -74,7 +74,7 @@ async function end(child: ChildProcess, graceMs: number): Promise<void> {
   clearTimeout(timer);
 }
 
-async function waitReady(c: ExtensionChild, timeoutMs: number): Promise<void> {
+export async function waitReady(c: ExtensionChild, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = 'no answer';
   while (Date.now() < deadline) {
@@ -153,33 +153,24 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     options.log(`Temporal dev server ${server.address} (pid ${server.pid}), workflow bundle and ${main} built`);
 
     const startChild = (role: 'api' | 'worker', opsPort: number, extra: Record<string, string>): ExtensionChild => {
-      const logFile = join(dir, `${role}.log`);
-      const out = openSync(logFile, 'a');
-      const child = spawn(
-        process.execPath,
-        ['--disable-warning=ExperimentalWarning', ...options.nodeFlags, '--import', EXIT_WITH_PARENT, main],
-        {
-          cwd: options.extensionRoot,
-          // Only what the process needs: no KUBERNETES_SERVICE_HOST or MANAGEMENT_KUBECONFIG leaks in from
-          // the caller, so both run without a management cluster (see bench/fleet.ts).
-          env: {
-            PATH: process.env.PATH,
-            HOME: process.env.HOME,
-            ROLE: role,
-            TEMPORAL_ADDRESS: server.address,
-            TEMPORAL_NAMESPACE: server.namespace,
-            TEMPORAL_TASK_QUEUE: options.taskQueue,
-            OPS_SERVER_HOST: '127.0.0.1',
-            OPS_SERVER_PORT: String(opsPort),
-            LOG_LEVEL: options.logLevel,
-            ...imageMemoryEnv(),
-            ...extra,
-          },
-          stdio: ['ignore', out, out, 'ipc'],
+      const child = spawnExtension({
+        role,
+        main,
+        cwd: options.extensionRoot,
+        nodeFlags: options.nodeFlags,
+        logFile: join(dir, `${role}.log`),
+        opsPort,
+        // No MANAGEMENT_KUBECONFIG: both run without a management cluster (see bench/fleet.ts).
+        env: {
+          TEMPORAL_ADDRESS: server.address,
+          TEMPORAL_NAMESPACE: server.namespace,
+          TEMPORAL_TASK_QUEUE: options.taskQueue,
+          LOG_LEVEL: options.logLevel,
+          ...extra,
         },
-      );
-      children.push(child);
-      return { role, child, pid: child.pid ?? -1, opsUrl: `http://127.0.0.1:${opsPort}`, logFile };
+      });
+      children.push(child.child);
+      return child;
     };
     const worker = startChild('worker', workerOpsPort!, { WORKFLOW_BUNDLE_PATH: bundle });
     const api = startChild('api', apiOpsPort!, {
@@ -207,13 +198,49 @@ export async function startStack(options: StackOptions): Promise<Stack> {
 }
 
 /**
+ * Starts main.js (see buildExtension) as the image does: the image's memory environment, `nodeFlags`,
+ * ROLE=`role`, its ops server on 127.0.0.1:`opsPort`, output to `logFile`. Only what the process
+ * needs is passed (PATH, HOME and `env`): nothing such as KUBERNETES_SERVICE_HOST leaks in from
+ * the caller. It stops on its own when the benchmark dies (EXIT_WITH_PARENT).
+ */
+export function spawnExtension(o: {
+  role: 'api' | 'worker';
+  main: string;
+  cwd: string;
+  nodeFlags: string[];
+  logFile: string;
+  opsPort: number;
+  env: Record<string, string>;
+}): ExtensionChild {
+  const out = openSync(o.logFile, 'a');
+  const child = spawn(
+    process.execPath,
+    ['--disable-warning=ExperimentalWarning', ...o.nodeFlags, '--import', EXIT_WITH_PARENT, o.main],
+    {
+      cwd: o.cwd,
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        ROLE: o.role,
+        OPS_SERVER_HOST: '127.0.0.1',
+        OPS_SERVER_PORT: String(o.opsPort),
+        ...imageMemoryEnv(),
+        ...o.env,
+      },
+      stdio: ['ignore', out, out, 'ipc'],
+    },
+  );
+  return { role: o.role, child, pid: child.pid ?? -1, opsUrl: `http://127.0.0.1:${o.opsPort}`, logFile: o.logFile };
+}
+
+/**
  * Compiles `root`'s src/ as the image does (`tsconfig.build.json`: tsc to JavaScript) into
  * `dir`/dist and returns its main.js. Running src/main.ts instead would load Node's type
  * stripper (a WebAssembly compiler, ~18 MiB of resident memory) into processes whose memory
  * the benchmark measures; the image has none of it. `dir` gets the checkout's package.json
  * (ESM) and a link to its node_modules, as /app has in the image.
  */
-async function buildExtension(root: string, dir: string): Promise<string> {
+export async function buildExtension(root: string, dir: string): Promise<string> {
   const outDir = join(dir, 'dist');
   await execFileAsync(
     process.execPath,
