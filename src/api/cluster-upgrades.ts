@@ -161,6 +161,11 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     }
     return false;
   };
+  /** The internal-error Failure when the run is running and its workflow task keeps failing, else undefined. */
+  const internalError = async (workflowId: string, run: RunView | undefined): Promise<RetryResult | undefined> =>
+    run?.running && run.workflowTaskRetrying && (await workflowTaskFailed(workflowId, run.runId))
+      ? failure(`internal error in workflow ${workflowId}, see run ${run.runId}`)
+      : undefined;
 
   // Its own deadline, no caller's abort: the List runs on the views' refresh timer, never for one hook.
   const listRunning = async function* (): AsyncIterable<ListedRun> {
@@ -251,8 +256,8 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       const replaced = run.status === 'COMPLETED' && memo?.phase === 'Upgraded' ? undefined : run.runId;
       return answer(await start(cluster, call, replaced ? { previousRunId: replaced } : {}));
     }
-    if (run.workflowTaskRetrying && (await workflowTaskFailed(workflowId, run.runId)))
-      return failure(`internal error in workflow ${workflowId}, see run ${run.runId}`);
+    const broken = await internalError(workflowId, run);
+    if (broken) return broken;
     if (memo && memo.targetVersion === call.targetVersion) {
       if (
         call.policyHash &&
@@ -282,9 +287,8 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       // FAILED_PRECONDITION: the server takes no update while the workflow task is failing (a bug);
       // the kept answer did not know yet. Say so, as a describe would have.
       if (grpcStatus(err)?.code === 9) {
-        const now = await withinHookDeadline(views.fresh(workflowId), ctx);
-        if (now?.running && now.workflowTaskRetrying && (await workflowTaskFailed(workflowId, now.runId)))
-          return failure(`internal error in workflow ${workflowId}, see run ${now.runId}`);
+        const refused = await internalError(workflowId, await withinHookDeadline(views.fresh(workflowId), ctx));
+        if (refused) return refused;
       }
       throw err;
     }
