@@ -16,7 +16,9 @@ export interface WatchedCollection {
   labelSelector: string;
 }
 
-const SERVER_TIMEOUT_SECONDS = 50;
+// Under client-node's 30 s without data, after which it aborts the watch as an error (and the
+// reopen would wait REOPEN_AFTER_ERROR_MS): the server ends a quiet watch cleanly first.
+const SERVER_TIMEOUT_SECONDS = 25;
 const REOPEN_AFTER_ERROR_MS = 5_000;
 
 interface SharedWatch {
@@ -49,6 +51,7 @@ function openShared(kc: KubeConfig, collection: WatchedCollection, onEmpty: () =
   };
   const open = async () => {
     if (stopped) return;
+    const openedAt = Date.now();
     try {
       controller = await new Watch(kc).watch(
         collection.path,
@@ -58,7 +61,9 @@ function openShared(kc: KubeConfig, collection: WatchedCollection, onEmpty: () =
           const name = object.metadata?.name;
           for (const wake of (name && shared.waiters.get(name)) || []) wake();
         },
-        (err: unknown) => reopen(err ? REOPEN_AFTER_ERROR_MS : 0),
+        // Ended by the server's timeout: reopen at once; by an error, or at once after opening
+        // (a proxy that cuts streams), after a pause, so a broken watch never spins.
+        (err: unknown) => reopen(err || Date.now() - openedAt < REOPEN_AFTER_ERROR_MS ? REOPEN_AFTER_ERROR_MS : 0),
       );
       if (stopped) controller.abort();
     } catch {
