@@ -57,7 +57,7 @@ export async function measure(
   spec: { hook: string; run: () => Promise<Phase>; target?: Target },
 ): Promise<ClassResult> {
   const { stack, pids } = ctx;
-  const { buckets: handlerBefore } = await handlerBuckets(stack.api.opsUrl, spec.hook);
+  const { buckets: handlerBefore } = await scrapeApi(stack.api.opsUrl, spec.hook);
   const cpu = () => ({
     api: cpuSecondsOf(pids.api),
     worker: cpuSecondsOf(pids.worker),
@@ -71,7 +71,7 @@ export async function measure(
   const phase = await spec.run();
   const cpuAfter = cpu();
   const threadsAfter = threads();
-  const { buckets: handlerAfter, loop } = await handlerBuckets(stack.api.opsUrl, spec.hook);
+  const { buckets: handlerAfter, loop } = await scrapeApi(stack.api.opsUrl, spec.hook);
   const handler = new Map([...handlerAfter].map(([le, n]) => [le, n - (handlerBefore.get(le) ?? 0)]));
   const settled = await ctx.settle();
   const cpuSettled = cpu();
@@ -105,14 +105,15 @@ export async function measure(
   };
 }
 
-/**
- * The api's own histogram of hook handler time (from the route's start to the answer, so
- * without TLS, parsing and event-loop queueing), cumulative counts by bucket bound, all answers.
- */
 /** prom-client's default eventLoopMonitoringPrecision (src/ops/metrics.ts keeps the default). */
 const LOOP_TICK_MS = 10;
 
-async function handlerBuckets(opsUrl: string, hook: string): Promise<{ buckets: Map<number, number>; loop: string }> {
+/**
+ * One scrape of the api's metrics: its own histogram of hook handler time (from the route's start
+ * to the answer, so without TLS, parsing and event-loop queueing), cumulative counts by bucket
+ * bound, all answers; and its event-loop delay since the previous scrape, "p99/max" ms.
+ */
+async function scrapeApi(opsUrl: string, hook: string): Promise<{ buckets: Map<number, number>; loop: string }> {
   const text = await (await fetch(`${opsUrl}/metrics`)).text();
   // prom-client resets its event-loop delay histogram at each scrape: these are since the last one.
   // Its samples are the interval between ticks of a 10 ms timer, so an idle loop reads 10 ms: the
