@@ -18,17 +18,13 @@ import {
   MACHINE_UPDATE_MEMO_KEY,
   machineUpdateFailure,
   machineUpdateMessage,
+  machineUpdateQueuedDetail,
   machineUpdateWorkflowId,
   type MachineUpdateInput,
   type MachineUpdateMemo,
 } from '../model/machine-update.ts';
-import {
-  ClusterName,
-  ClusterNamespace,
-  MachineName,
-  TargetVersion,
-  UpgradePhase,
-} from '../workflows/search-attributes.ts';
+import { ClusterNamespace, MachineName, machineUpdateSearchAttributes } from '../workflows/search-attributes.ts';
+import { queuedMachineUpdate, queueMachineUpdate } from './machine-update-queue.ts';
 import { withinDeadline } from './temporal-calls.ts';
 import { HookFailure } from './errors.ts';
 import type { HookImplementation } from './hook-route.ts';
@@ -177,7 +173,29 @@ export function createInPlaceHandlers(opts: {
     const bootstrapConfigName =
       request.desired.machine.spec.bootstrap?.configRef?.name ?? request.desired.bootstrapConfig?.metadata?.name;
 
+    const input: MachineUpdateInput = {
+      machine,
+      clusterName,
+      version,
+      ...(bootstrapConfigName ? { bootstrapConfig: { namespace: machine.namespace, name: bootstrapConfigName } } : {}),
+      specHash: hash,
+      executor: policy.executor,
+      deleteEmptyDirData: policy.deleteEmptyDirData,
+      forceDrainUnmanagedPods: policy.forceDrainUnmanagedPods,
+      drainTimeoutMs: policy.drainTimeoutMs,
+      nodeUpgradeTimeoutMs: policy.nodeUpgradeTimeoutMs,
+      retryBackoffMs: policy.retryBackoffMs,
+      preflightTimeoutMs: policy.preflightTimeoutMs,
+      // Held by the cluster's slots workflow: a hard limit across api replicas (a count here would race).
+      maxConcurrentMachineUpdates: policy.maxConcurrentMachineUpdates,
+      ...(policy.pdbForceDrainTimeoutMs !== undefined ? { pdbForceDrainTimeoutMs: policy.pdbForceDrainTimeoutMs } : {}),
+    };
+    const limit = policy.maxConcurrentMachineUpdates;
+    const queuedMessage = machineUpdateMessage(machine, version, machineUpdateQueuedDetail(clusterName, limit));
+
     return await withinDeadline(client, ctx, async () => {
+      // An earlier run with this id ended without an answer (terminated, timed out): a new run may reuse the id.
+      let restart = false;
       try {
         const description = await client.workflow.getHandle(workflowId).describe();
         const memo = description.memo?.[MACHINE_UPDATE_MEMO_KEY] as MachineUpdateMemo | undefined;
@@ -193,8 +211,17 @@ export function createInPlaceHandlers(opts: {
             retryAfterSeconds: RETRY_AFTER_SECONDS,
           };
         }
+        restart = true;
       } catch (err) {
         if (!(err instanceof WorkflowNotFoundError)) throw err;
+      }
+      const queued = limit > 0 ? await queuedMachineUpdate(client, input, workflowId, ctx.deadline) : undefined;
+      if (queued !== undefined) {
+        return {
+          status: 'Success',
+          message: queued === 'waiting' ? queuedMessage : machineUpdateMessage(machine, version, 'preflight checks'),
+          retryAfterSeconds: RETRY_AFTER_SECONDS,
+        };
       }
       // An older desired spec for the same machine: stop it first, and wait until it has.
       const older: string[] = [];
@@ -219,39 +246,17 @@ export function createInPlaceHandlers(opts: {
           retryAfterSeconds: RETRY_AFTER_SECONDS,
         };
       }
-      const input: MachineUpdateInput = {
-        machine,
-        clusterName,
-        version,
-        ...(bootstrapConfigName
-          ? { bootstrapConfig: { namespace: machine.namespace, name: bootstrapConfigName } }
-          : {}),
-        specHash: hash,
-        executor: policy.executor,
-        deleteEmptyDirData: policy.deleteEmptyDirData,
-        forceDrainUnmanagedPods: policy.forceDrainUnmanagedPods,
-        drainTimeoutMs: policy.drainTimeoutMs,
-        nodeUpgradeTimeoutMs: policy.nodeUpgradeTimeoutMs,
-        retryBackoffMs: policy.retryBackoffMs,
-        preflightTimeoutMs: policy.preflightTimeoutMs,
-        // Held by the cluster's slots workflow: a hard limit across api replicas (a count here would race).
-        maxConcurrentMachineUpdates: policy.maxConcurrentMachineUpdates,
-        ...(policy.pdbForceDrainTimeoutMs !== undefined
-          ? { pdbForceDrainTimeoutMs: policy.pdbForceDrainTimeoutMs }
-          : {}),
-      };
+      if (limit > 0) {
+        // The cluster's slots workflow starts the run when its turn comes.
+        await queueMachineUpdate(client, taskQueue, { workflowId, input, restart });
+        return { status: 'Success', message: queuedMessage, retryAfterSeconds: RETRY_AFTER_SECONDS };
+      }
       await client.workflow.start('machineUpdateWorkflow', {
         workflowId,
         taskQueue,
         args: [input],
         workflowIdConflictPolicy: 'USE_EXISTING',
-        typedSearchAttributes: [
-          { key: ClusterNamespace, value: machine.namespace },
-          { key: ClusterName, value: clusterName },
-          { key: MachineName, value: machine.name },
-          { key: TargetVersion, value: version },
-          { key: UpgradePhase, value: 'Updating' },
-        ],
+        typedSearchAttributes: machineUpdateSearchAttributes(input),
       });
       return {
         status: 'Success',

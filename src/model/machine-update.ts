@@ -30,6 +30,10 @@ export interface MachineUpdateInput {
   preflightTimeoutMs?: number;
   /** Machines of the cluster updating at once, held by the cluster's slots workflow; 0 or unset = no limit. */
   maxConcurrentMachineUpdates?: number;
+  /** Started by the cluster's slots workflow when it let this update in: it holds a slot from its first step. */
+  startedWithSlot?: boolean;
+  /** Started by the slots workflow only to record an abort that came while the update was queued. */
+  abortedWhileQueued?: string;
 }
 
 export interface MachineUpdateStatus {
@@ -95,12 +99,31 @@ export function machineUpdateWorkflowId(machine: { namespace: string; name: stri
   return `machine-update/${machine.namespace}/${machine.name}/${specHash}`;
 }
 
-/** One machine update run asking the cluster's slots workflow for a place (maxConcurrentMachineUpdates). */
+/**
+ * A place asked of the cluster's slots workflow (maxConcurrentMachineUpdates), either by
+ * a running machine update run (`runId`: told with `slotGranted`), or by the api for an
+ * update not started yet (`start`: the slots workflow starts the run when it lets it in,
+ * so a queued update costs nothing until its turn).
+ */
 export interface MachineUpdateSlotRequest {
   workflowId: string;
-  runId: string;
+  /** The run that asked; for `start` requests, set once the slots workflow started it. */
+  runId?: string;
   /** The limit in force when asked (settings may change; the latest ask wins). */
   limit: number;
+  /** The update to start when let in. */
+  start?: MachineUpdateInput;
+  /** The api saw an earlier run with this id that ended without an answer (terminated): a new run may reuse the id. */
+  restart?: boolean;
+}
+
+/** Abort of queued updates, sent to the slots workflow (`abort`, as to any workflow of ours). */
+export interface MachineUpdateSlotsAbortInput {
+  reason?: string;
+  /** Cluster deletion: abort every queued update, then end once no update holds a slot. */
+  final?: boolean;
+  /** Only this queued update (its machine update workflow id); unset = every queued update. */
+  workflowId?: string;
 }
 
 export interface MachineUpdateSlotsInput {
@@ -112,12 +135,24 @@ export interface MachineUpdateSlotsInput {
   waiting: MachineUpdateSlotRequest[];
   /** How often holders are checked for runs that ended without giving their slot back (default 2 minutes). */
   livenessCheckMs?: number;
+  /** Carried over continue-as-new: the workflow ids of the runs started last (a late ask for one is ignored). */
+  started?: string[];
+  /** Carried over continue-as-new: the final abort (cluster deletion) that came. */
+  abortRequested?: string;
 }
 
 export interface MachineUpdateSlotsStatus {
   limit: number;
   holders: string[];
   waiting: string[];
+  /** An abort with `final` came (cluster deletion): queued updates are aborted as they come. */
+  abortRequested?: string;
+}
+
+/** The slots workflow's memo: what BeforeClusterDelete reads to signal its abort once. */
+export const MACHINE_UPDATE_SLOTS_MEMO_KEY = 'machineUpdateSlots';
+export interface MachineUpdateSlotsMemo {
+  abortRequested?: string;
 }
 
 export function machineUpdateSlotsWorkflowId(cluster: { namespace: string; name: string }): string {

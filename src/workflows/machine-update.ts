@@ -2,7 +2,13 @@
 // node through an executor, wait for the kubelet, uncordon. Started by
 // UpdateMachine, which then reads the memo on every poll.
 //
+// With maxConcurrentMachineUpdates, the cluster's slots workflow starts the run
+// when it lets the update in (the api queues it there); runs started otherwise
+// (no limit, retries, older runs) ask it for their place.
+//
 // What CAPI sees on a bad day (every path ends with the node given back or marked):
+// - abort while queued (`abort` to the slots workflow, with the update's workflow
+//   id, or BeforeClusterDelete): the run is started only to end as aborted.
 // - abort (signal, BeforeClusterDelete, a newer desired spec, the Machine being
 //   deleted, seen by the drain and the upgrade wait) at any step: the
 //   step is cancelled at once, the executor's Job / NodeUpgradeRequest deleted,
@@ -194,8 +200,9 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   const limit = input.maxConcurrentMachineUpdates ?? 0;
   const slots = { namespace: input.machine.namespace, name: input.clusterName };
   const me = { workflowId: workflowInfo().workflowId, runId: workflowInfo().runId };
-  let slotAsked = false;
-  let slotHeld = false;
+  // Started by the slots workflow when it let this update in: the slot is ours from the start.
+  let slotAsked = limit > 0 && input.startedWithSlot === true;
+  let slotHeld = slotAsked;
   const askForSlot = async (request: MachineUpdateSlotRequest) => {
     const slotsId = machineUpdateSlotsWorkflowId(slots);
     for (let attempt = 1; ; attempt++) {
@@ -377,7 +384,18 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     });
   };
 
-  state.publish();
+  if (input.abortedWhileQueued !== undefined) {
+    // Aborted before its turn (started by the slots workflow only to say so): nothing was touched.
+    abortReason = input.abortedWhileQueued;
+    state.enter('Queued', machineUpdateQueuedDetail(input.clusterName, limit));
+    state.aborted(abortReason);
+    event('MachineUpdateAborted', 'Warning', `aborted while queued: ${abortReason}`);
+    await eventsRecorded();
+    return status;
+  }
+  // Let in by the slots workflow: past the queue from the start (its Preflight step says since when).
+  if (slotHeld) state.enter('Preflight', 'preflight checks');
+  else state.publish();
   for (;;) {
     try {
       await attemptUpdate();

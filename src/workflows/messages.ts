@@ -6,6 +6,7 @@ import type { AbortInput, ClusterUpgradeStatus, Gate, HookCall, PolicyUpdate } f
 import type { ApproveInput, FleetRolloutStatus, RolloutAbortInput } from '../model/fleet-rollout.ts';
 import type {
   MachineUpdateSlotRequest,
+  MachineUpdateSlotsAbortInput,
   MachineUpdateSlotsStatus,
   MachineUpdateStatus,
 } from '../model/machine-update.ts';
@@ -41,6 +42,11 @@ export const releaseSlotSignal = defineSignal<[Pick<MachineUpdateSlotRequest, 'w
 /** Sent by the slots workflow to the run it lets in (again on liveness checks: harmless). */
 export const slotGrantedSignal = defineSignal<[]>('slotGranted');
 export const machineUpdateSlotsQuery = defineQuery<MachineUpdateSlotsStatus>('slots');
+/**
+ * Aborts queued updates (one by `workflowId`, or all). Named `abort` like every workflow's
+ * abort, so BeforeClusterDelete (with `final`) and operators use the one verb.
+ */
+export const slotsAbortSignal = defineSignal<[MachineUpdateSlotsAbortInput?]>('abort');
 
 // ---- fleet rollouts -----------------------------------------------------------
 

@@ -1,7 +1,8 @@
 // Typed search attribute keys shared by the workflows (upsert), the api (start)
 // and the dev-server launcher (registration). Keyword type: exact-match filters
 // in the Web UI, e.g. `ClusterName = "prod-1" AND UpgradePhase = "Failed"`.
-import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { defineSearchAttributeKey, SearchAttributeType, type SearchAttributePair } from '@temporalio/common';
+import type { MachineUpdateInput } from '../model/machine-update.ts';
 
 export const ClusterNamespace = defineSearchAttributeKey('CapiClusterNamespace', SearchAttributeType.KEYWORD);
 export const ClusterName = defineSearchAttributeKey('CapiClusterName', SearchAttributeType.KEYWORD);
@@ -22,3 +23,14 @@ export const allSearchAttributeKeys = [
   NodeName,
   FleetRollout,
 ] as const;
+
+/** What a machine update run carries from its start: the api and the slots workflow start runs alike. */
+export function machineUpdateSearchAttributes(input: MachineUpdateInput): SearchAttributePair[] {
+  return [
+    { key: ClusterNamespace, value: input.machine.namespace },
+    { key: ClusterName, value: input.clusterName },
+    { key: MachineName, value: input.machine.name },
+    { key: TargetVersion, value: input.version },
+    { key: UpgradePhase, value: 'Updating' },
+  ];
+}

@@ -3,11 +3,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { Context } from '@temporalio/activity';
-import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { NativeConnection, Worker } from '@temporalio/worker';
 import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
+import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { createInPlaceHandlers } from '../../src/api/machine-updates.ts';
 import type { MachineEventInput, MachineUpdateActivities } from '../../src/activities/machine-update-types.ts';
 import { specHash } from '../../src/domain/in-place.ts';
@@ -23,13 +24,20 @@ import {
   forceDrainSignal,
   machineUpdateSlotsQuery,
   skipDrainSignal,
+  slotsAbortSignal,
 } from '../../src/workflows/messages.ts';
+import { machineUpdateWorkflow } from '../../src/workflows/machine-update.ts';
 import { machineUpdateSlotsWorkflow } from '../../src/workflows/machine-update-slots.ts';
 import { callHook } from '../support/capi-client.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { temporalCli, temporalSignal } from '../support/temporal-cli.ts';
 import { waitFor } from '../support/wait.ts';
-import { infrastructureMachine, kubeadmConfig, machine } from '../support/capi-fixtures.ts';
+import {
+  cluster as capiClusterObject,
+  infrastructureMachine,
+  kubeadmConfig,
+  machine,
+} from '../support/capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 import { createTestWorker, testClient } from '../support/temporal.ts';
 
@@ -179,8 +187,12 @@ describe('machine update workflow through UpdateMachine', () => {
   };
   const waitForStep = async (id: string, step: string) => {
     for (let i = 0; i < 100; i++) {
-      const s = (await client.workflow.getHandle(id).query('status')) as MachineUpdateStatus;
-      if (s.step === step) return s;
+      // Not found yet: a queued update's run is started when it is let in.
+      const s = (await client.workflow
+        .getHandle(id)
+        .query('status')
+        .catch(() => undefined)) as MachineUpdateStatus | undefined;
+      if (s?.step === step) return s;
       await new Promise((r) => setTimeout(r, 100));
     }
     throw new Error(`workflow never reached ${step}`);
@@ -523,7 +535,7 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(activities.calls.cordon).toBe(40);
   }, 180_000);
 
-  it('frees the slot of a run that ended without giving it back, and of one aborted while queued', async () => {
+  it('starts queued updates only when let in, frees the slot of a run that ended without giving it back, and aborts one while queued', async () => {
     let block = true;
     const activities = stubs({ upgradeBlocks: () => block });
     await startWorker(activities);
@@ -549,32 +561,140 @@ describe('machine update workflow through UpdateMachine', () => {
       ReturnType<typeof updateMachineRequest>,
       ReturnType<typeof updateMachineRequest>,
     ];
+    const slots = client.workflow.getHandle(slotsId);
+    const slotsState = () => slots.query(machineUpdateSlotsQuery) as Promise<MachineUpdateSlotsStatus>;
     await call(a);
     await waitForStep(idOf(a), 'UpgradeNode');
-    await call(b);
-    await call(c);
-    await waitForStep(idOf(b), 'Queued');
-    await waitForStep(idOf(c), 'Queued');
-    // Aborted while queued: it answers the abort and leaves the queue.
-    await client.workflow.getHandle(idOf(c)).signal(abortSignal, { reason: 'not now' });
+    // Queued behind a: in the slots workflow's line, no run of their own yet.
+    const queuedMessage = new RegExp(
+      `waiting: 1 machine\\(s\\) of cluster ${cluster} are updating \\(maxConcurrentMachineUpdates\\)$`,
+    );
+    expect(await call(b)).toMatchObject({ status: 'Success', message: expect.stringMatching(queuedMessage) });
+    expect(await call(c)).toMatchObject({ status: 'Success', message: expect.stringMatching(queuedMessage) });
+    expect(await slotsState()).toEqual({ limit: 1, holders: [idOf(a)], waiting: [idOf(b), idOf(c)] });
+    await expect(client.workflow.getHandle(idOf(b)).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
+    // Asked again on each poll: still once in line.
+    expect(await call(b)).toMatchObject({ status: 'Success', message: expect.stringMatching(queuedMessage) });
+    expect((await slotsState()).waiting).toEqual([idOf(b), idOf(c)]);
+    // Aborted while queued (`abort` to the slots workflow, naming the update): it answers the abort.
+    await slots.signal(slotsAbortSignal, { workflowId: idOf(c), reason: 'not now' });
     expect(await pollUntilDone(c)).toMatchObject({
       status: 'Failure',
       message: expect.stringMatching(/aborted: not now$/),
     });
     expect(activities.calls.cordon).toBe(1);
-    const slots = client.workflow.getHandle(slotsId);
-    expect(
-      await waitFor(
-        async () => (await slots.query(machineUpdateSlotsQuery)) as MachineUpdateSlotsStatus,
-        (s) => s.waiting.length === 1,
-      ),
-    ).toEqual({ limit: 1, holders: [idOf(a)], waiting: [idOf(b)] });
+    expect(await waitFor(slotsState, (st) => st.waiting.length === 1)).toEqual({
+      limit: 1,
+      holders: [idOf(a)],
+      waiting: [idOf(b)],
+    });
     // The holder is terminated (it never says goodbye): the liveness check lets b in.
     block = false;
     await client.workflow.getHandle(idOf(a)).terminate('on-call cleanup');
     expect(await pollUntilDone(b)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     await client.workflow.getHandle(idOf(b)).result();
-    await recordHistoryIfAsked(client, idOf(b), 'v3-machine-update-queued');
+    await recordHistoryIfAsked(client, idOf(b), 'v5-machine-update-started-when-let-in');
+    await recordHistoryIfAsked(client, idOf(c), 'v5-machine-update-aborted-while-queued');
+    await recordHistoryIfAsked(client, slotsId, 'v2-machine-update-slots');
+    // c never ran a step; b ran once.
+    expect(activities.calls.cordon).toBe(2);
+  }, 60_000);
+
+  it('lets a run that asks for itself (started before queued starts, or retrying) share the line with queued updates', async () => {
+    let block = true;
+    const activities = stubs({ upgradeBlocks: () => block });
+    await startWorker(activities);
+    const cluster = `c-${randomUUID().slice(0, 8)}`;
+    const settings = { maxConcurrentMachineUpdates: '1' };
+    const [a, b] = ['a', 'b'].map((m) => clusterRequest(cluster, `${name}-${m}`, settings)) as [
+      ReturnType<typeof updateMachineRequest>,
+      ReturnType<typeof updateMachineRequest>,
+    ];
+    await call(a);
+    await waitForStep(idOf(a), 'UpgradeNode');
+    // A run started directly, as the api started every update before: it asks the slots workflow itself.
+    const direct = `machine-update/fleet-a/${name}-direct/${randomUUID().slice(0, 8)}`;
+    await client.workflow.start(machineUpdateWorkflow, {
+      workflowId: direct,
+      taskQueue,
+      args: [
+        {
+          machine: { namespace: 'fleet-a', name: `${name}-direct` },
+          clusterName: cluster,
+          version: 'v1.33.1',
+          specHash: 'direct',
+          executor: 'job',
+          deleteEmptyDirData: true,
+          forceDrainUnmanagedPods: false,
+          drainTimeoutMs: 60_000,
+          nodeUpgradeTimeoutMs: 60_000,
+          maxConcurrentMachineUpdates: 1,
+        },
+      ],
+    });
+    await waitForStep(direct, 'Queued');
+    await call(b);
+    const slots = client.workflow.getHandle(machineUpdateSlotsWorkflowId({ namespace: 'fleet-a', name: cluster }));
+    expect(await slots.query(machineUpdateSlotsQuery)).toMatchObject({
+      holders: [idOf(a)],
+      waiting: [direct, idOf(b)],
+    });
+    block = false;
+    expect(await pollUntilDone(a)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect(await client.workflow.getHandle(direct).result()).toMatchObject({ phase: 'Succeeded' });
+    expect(await pollUntilDone(b)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect(activities.calls.cordon).toBe(3);
+  }, 60_000);
+
+  it('aborts every queued update when the cluster is deleted, and the slots workflow ends', async () => {
+    let block = true;
+    const activities = stubs({ upgradeBlocks: () => block });
+    await startWorker(activities);
+    const cluster = `c-${randomUUID().slice(0, 8)}`;
+    const settings = { maxConcurrentMachineUpdates: '1' };
+    const bodies = ['a', 'b', 'c'].map((m) => clusterRequest(cluster, `${name}-${m}`, settings));
+    await call(bodies[0]!);
+    await waitForStep(idOf(bodies[0]!), 'UpgradeNode');
+    await Promise.all(bodies.slice(1).map((b) => call(b)));
+    // The real BeforeClusterDelete, as CAPI calls it for a Cluster being deleted.
+    const lifecycle = await startTestHookServer({ lifecycle: createClusterUpgradeHandlers({ client, taskQueue }) });
+    const capiCluster = capiClusterObject(cluster, 'fleet-a');
+    const deleting = {
+      apiVersion: HOOKS_API_VERSION,
+      kind: 'BeforeClusterDeleteRequest',
+      cluster: { ...capiCluster, metadata: { ...capiCluster.metadata, deletionTimestamp: '2026-11-24T10:00:00Z' } },
+    };
+    const deleteCall = async () =>
+      (
+        await callHook<Answer>(
+          lifecycle.url,
+          hookPath('BeforeClusterDelete', defaultHandlerName('BeforeClusterDelete')),
+          deleting,
+          { ca: lifecycle.ca.certPem, timeout: '10s' },
+        )
+      ).body;
+    // Its first List may not see the slots workflow yet (visibility lags a little): ask until it does.
+    const first = await waitFor(deleteCall, (answer) =>
+      (answer.message ?? '').includes(machineUpdateSlotsWorkflowId({ namespace: 'fleet-a', name: cluster })),
+    );
+    expect(first).toMatchObject({ status: 'Success', retryAfterSeconds: 10 });
+    for (const body of bodies) {
+      expect(await pollUntilDone(body)).toMatchObject({
+        status: 'Failure',
+        message: expect.stringMatching(/aborted: cluster is being deleted$/),
+      });
+    }
+    try {
+      expect(await waitFor(deleteCall, (answer) => answer.retryAfterSeconds === 0, 30_000)).toMatchObject({
+        status: 'Success',
+      });
+    } finally {
+      await lifecycle.close();
+    }
+    // Only the first was ever started past the queue; the node it cordoned was given back.
+    expect(activities.calls.cordon).toBe(1);
+    expect(activities.calls.uncordon).toBe(1);
+    block = false;
   }, 60_000);
 
   it('keeps the slots workflow history short by continuing as new, carrying its state', async () => {
