@@ -27,6 +27,9 @@ export const NODE_UPGRADE_KIND = 'NodeUpgradeRequest';
 export const AGENT_PICKUP_TIMEOUT_MS = 5 * 60_000;
 
 const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
+/** Asking again for a just-installed CRD to be served: 5 s at most (the activity heartbeats every 10 s). */
+const CRD_SERVED_ATTEMPTS = 20;
+const CRD_SERVED_PAUSE_MS = 250;
 
 export interface NodeUpgradeRequestSpec {
   nodeName: string;
@@ -195,16 +198,22 @@ export function delegateExecution(kc: KubeConfig, namespace: string, input: Node
       if (!isNotFound(err)) throw err;
       // The CRD is missing, or was just installed by a concurrent update and not yet served here.
       await ensureNodeUpgradeRequestCrd(kc);
-      try {
-        return (await custom.createNamespacedCustomObject({ ...ref, body })) as NodeUpgradeRequest;
-      } catch (again) {
-        if (isConflict(again)) return await ensure();
-        if (isNotFound(again))
-          throw ApplicationFailure.retryable(
-            `${NODE_UPGRADE_KIND} is not served yet in the workload cluster`,
-            'CrdNotServed',
-          );
-        throw again;
+      // A new CRD is served a few seconds after it is Established: ask again here, briefly,
+      // rather than fail into the activity's retry backoff (2 s, 4 s …: the first machine
+      // updates of a cluster lost ~6 s each to it in bench/machine-updates.ts).
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return (await custom.createNamespacedCustomObject({ ...ref, body })) as NodeUpgradeRequest;
+        } catch (again) {
+          if (isConflict(again)) return await ensure();
+          if (!isNotFound(again)) throw again;
+          if (attempt >= CRD_SERVED_ATTEMPTS)
+            throw ApplicationFailure.retryable(
+              `${NODE_UPGRADE_KIND} is not served yet in the workload cluster`,
+              'CrdNotServed',
+            );
+        }
+        await new Promise((r) => setTimeout(r, CRD_SERVED_PAUSE_MS));
       }
     }
   };
