@@ -105,6 +105,8 @@ export const WORKLOAD_KUBECONFIG_MAX_AGE_MS = 30_000;
 // their keep-alive connections) per workload cluster, rebuilt when the Secret's
 // resourceVersion changes.
 const workloadCache = new WeakMap<KubeConfig, Map<string, CachedWorkload>>();
+/** The Secret reads in flight, per cache and cluster. */
+const readingWorkload = new WeakMap<Map<string, CachedWorkload>, Map<string, Promise<KubeConfig>>>();
 const apiClients = new WeakMap<KubeConfig, Map<ApiConstructor<ApiType>, ApiType>>();
 
 /** `kc.makeApiClient(api)`, made once per KubeConfig: the activities' calls share its connections. */
@@ -137,8 +139,6 @@ export async function workloadKubeConfig(
   cluster: ClusterRef,
   maxAgeMs = WORKLOAD_KUBECONFIG_MAX_AGE_MS,
 ): Promise<KubeConfig> {
-  const secretName = kubeconfigSecretName(cluster);
-  const where = `Secret ${cluster.namespace}/${secretName}`;
   const key = `${cluster.namespace}/${cluster.name}`;
   let perCluster = workloadCache.get(management);
   if (!perCluster) {
@@ -147,7 +147,32 @@ export async function workloadKubeConfig(
   }
   const cached = perCluster.get(key);
   if (cached && Date.now() - cached.readAtMs < maxAgeMs) return cached.kubeConfig;
+  // One read of the Secret however many activities ask at once: 20 machine updates
+  // starting together used to build 20 KubeConfigs, each with its own connections and
+  // watches (the first wave's steps ran ~5× slower in bench/machine-updates.ts).
+  let pending = readingWorkload.get(perCluster)?.get(key);
+  if (!pending) {
+    let reading = readingWorkload.get(perCluster);
+    if (!reading) {
+      reading = new Map();
+      readingWorkload.set(perCluster, reading);
+    }
+    const inFlight = reading;
+    pending = readWorkloadKubeConfig(management, cluster, perCluster, cached).finally(() => inFlight.delete(key));
+    inFlight.set(key, pending);
+  }
+  return await pending;
+}
 
+async function readWorkloadKubeConfig(
+  management: KubeConfig,
+  cluster: ClusterRef,
+  perCluster: Map<string, CachedWorkload>,
+  cached: CachedWorkload | undefined,
+): Promise<KubeConfig> {
+  const secretName = kubeconfigSecretName(cluster);
+  const where = `Secret ${cluster.namespace}/${secretName}`;
+  const key = `${cluster.namespace}/${cluster.name}`;
   const core = apiClient(management, CoreV1Api);
   let secret;
   try {

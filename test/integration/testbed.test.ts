@@ -173,6 +173,16 @@ describe('test bed', () => {
     expect(second.getCurrentCluster()?.server).toBe(tb.workloadServer);
   });
 
+  it('reads the kubeconfig Secret once for many activities asking at once: one KubeConfig, one set of connections', async () => {
+    const management = managementKubeConfig(testbed().workerKubeconfig);
+    const cluster = { namespace: group.name, name: 'herd' };
+    await createKubeconfigSecret(mg.core, group.name, cluster.name);
+    // 20 machine updates starting together, before anything is cached.
+    const configs = await Promise.all(Array.from({ length: 20 }, () => workloadKubeConfig(management, cluster)));
+    expect(new Set(configs).size).toBe(1);
+    expect(await workloadKubeConfig(management, cluster)).toBe(configs[0]);
+  });
+
   it('reads the kubeconfig Secret at most once per maxAge: within it, not at all', async () => {
     const management = managementKubeConfig(testbed().workerKubeconfig);
     const cluster = { namespace: group.name, name: 'cached' };
