@@ -393,15 +393,21 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       const query = `${ClusterNamespace.name} = ${JSON.stringify(ref.namespace)} AND ${ClusterName.name} = ${JSON.stringify(ref.name)} AND ExecutionStatus = "Running"`;
       const running: string[] = [];
       for await (const wf of client.workflow.list({ query })) {
-        running.push(wf.workflowId);
         const memo = Object.values(wf.memo ?? {})[0] as { abortRequested?: string } | undefined;
         // Signal once: the memo shows an abort already on its way.
         if (memo?.abortRequested !== 'cluster is being deleted') {
           views.invalidate(wf.workflowId);
-          await client.workflow
-            .getHandle(wf.workflowId)
-            .signal(abortSignal, { reason: 'cluster is being deleted', final: true });
+          try {
+            await client.workflow
+              .getHandle(wf.workflowId)
+              .signal(abortSignal, { reason: 'cluster is being deleted', final: true });
+          } catch (err) {
+            // Ended since the List saw it (visibility lags): nothing left to abort or wait for.
+            if (err instanceof WorkflowNotFoundError) continue;
+            throw err;
+          }
         }
+        running.push(wf.workflowId);
       }
       if (running.length === 0) return { status: 'Success', retryAfterSeconds: 0 };
       running.sort();
