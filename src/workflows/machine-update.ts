@@ -77,6 +77,8 @@ export const MACHINE_UPDATE_LOCAL_QUICK = 'machine-update-local-quick';
 export const MACHINE_UPDATE_PREFLIGHT_WAIT = 'machine-update-preflight-wait';
 /** Kubernetes Events on the Machine at each milestone (started, drained, upgraded, succeeded, failed, aborted). */
 export const MACHINE_UPDATE_EVENTS = 'machine-update-events';
+/** All four changes above, for runs started from now on. A new change gets its own patch, as before. */
+export const MACHINE_UPDATE_ALL_CHANGES = 'machine-update-all-changes-1';
 /** Preflight failures that mean "not yet": waited out, then reported with what was last seen. */
 const PREFLIGHT_WAITS = ['NodeNotReady', 'MaxUnavailableReached', 'MachineHasNoNode'];
 
@@ -105,11 +107,14 @@ const FAILED_RETENTION = '7 days';
 class Aborted extends Error {}
 
 export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<MachineUpdateStatus> {
-  if (!patched(MACHINE_UPDATE_V2)) return await machineUpdateWorkflowV1(input);
+  // New runs take every change at once: one marker and one TemporalChangeVersion upsert, not four
+  // (each upsert is a visibility write). Runs started before ask for each change, as they did.
+  const current = patched(MACHINE_UPDATE_ALL_CHANGES);
+  if (!current && !patched(MACHINE_UPDATE_V2)) return await machineUpdateWorkflowV1(input);
   // Preflight, cordon, uncordon, node conditions, cleanup: single API calls, cheapest run in the worker.
-  const quick = patched(MACHINE_UPDATE_LOCAL_QUICK) ? localQuick : remoteQuick;
-  const preflightWaits = input.preflightTimeoutMs !== undefined && patched(MACHINE_UPDATE_PREFLIGHT_WAIT);
-  const recordsEvents = patched(MACHINE_UPDATE_EVENTS);
+  const quick = current || patched(MACHINE_UPDATE_LOCAL_QUICK) ? localQuick : remoteQuick;
+  const preflightWaits = input.preflightTimeoutMs !== undefined && (current || patched(MACHINE_UPDATE_PREFLIGHT_WAIT));
+  const recordsEvents = current || patched(MACHINE_UPDATE_EVENTS);
   const state = new MachineUpdateState(input);
   const { status } = state;
   // Events run beside the steps, one after another (so they keep their order on the Machine);

@@ -251,6 +251,7 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(new Set(keys).size).toBe(4);
     expect(activities.seen.recordMachineEvent?.[0]).toMatchObject({ machine: { namespace: 'fleet-a', name } });
     await recordHistoryIfAsked(client, idFor(body), 'v4-machine-update-events');
+    await recordHistoryIfAsked(client, idFor(body), 'v6-machine-update-all-changes');
     expect(status.steps.map((s) => [s.type, s.status])).toEqual([
       ['Cordon', 'True'],
       ['Drain', 'True'],
@@ -342,6 +343,7 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(new Set(names).size).toBe(2);
     await client.workflow.getHandle(idFor(body)).result();
     await recordHistoryIfAsked(client, idFor(body), 'v4-machine-update-events-failed-and-retried');
+    await recordHistoryIfAsked(client, idFor(body), 'v6-machine-update-failed-and-retried');
   });
 
   it('after a failure before the executor gives the node back, and starts over at once on the retry signal', async () => {
@@ -593,8 +595,8 @@ describe('machine update workflow through UpdateMachine', () => {
     await client.workflow.getHandle(idOf(a)).terminate('on-call cleanup');
     expect(await pollUntilDone(b)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     await client.workflow.getHandle(idOf(b)).result();
-    await recordHistoryIfAsked(client, idOf(b), 'v5-machine-update-started-when-let-in');
-    await recordHistoryIfAsked(client, idOf(c), 'v5-machine-update-aborted-while-queued');
+    await recordHistoryIfAsked(client, idOf(b), 'v6-machine-update-started-when-let-in');
+    await recordHistoryIfAsked(client, idOf(c), 'v6-machine-update-aborted-while-queued');
     await recordHistoryIfAsked(client, slotsId, 'v2-machine-update-slots');
     // c never ran a step; b ran once.
     expect(activities.calls.cordon).toBe(2);

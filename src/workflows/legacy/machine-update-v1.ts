@@ -2,7 +2,7 @@
 // marker in history), kept verbatim so executions started by earlier releases
 // replay and finish on the code that started them. Nothing new starts here.
 // Delete it once visibility shows no open run without the v2 marker, e.g.
-//   temporal workflow list --query 'WorkflowType="machineUpdateWorkflow" AND ExecutionStatus="Running" AND TemporalChangeVersion!="machine-update-v2"'
+//   temporal workflow list --query 'WorkflowType="machineUpdateWorkflow" AND ExecutionStatus="Running" AND TemporalChangeVersion!="machine-update-v2" AND TemporalChangeVersion!="machine-update-all-changes-1"'
 import {
   ActivityFailure,
   ApplicationFailure,
