@@ -83,14 +83,20 @@ export interface MachineEventInput {
 
 export interface MachineUpdateActivities {
   preflight(input: { machine: MachineRef }): Promise<PreflightResult>;
-  cordon(input: { cluster: MachineRef; nodeName: string }): Promise<{ wasUnschedulable: boolean }>;
-  uncordon(input: { cluster: MachineRef; nodeName: string }): Promise<void>;
+  // `event`: the milestone Event the step reaches, recorded once it succeeded (step-events.ts).
+  cordon(input: {
+    cluster: MachineRef;
+    nodeName: string;
+    event?: MachineEventInput;
+  }): Promise<{ wasUnschedulable: boolean }>;
+  uncordon(input: { cluster: MachineRef; nodeName: string; event?: MachineEventInput }): Promise<void>;
   /** `machine`: checked each round; a Machine being deleted stops the drain (MachineDeleted). */
   drain(input: {
     cluster: MachineRef;
     nodeName: string;
     options: DrainOptions;
     machine?: MachineRef;
+    event?: MachineEventInput;
   }): Promise<DrainResult>;
   upgradeNode(input: NodeUpgradeInput): Promise<{ message: string }>;
   waitForNodeVersion(input: {
@@ -98,6 +104,7 @@ export interface MachineUpdateActivities {
     nodeName: string;
     version: string;
     timeoutMs: number;
+    event?: MachineEventInput;
   }): Promise<void>;
   /** v1 only (replay): the annotation without the condition. */
   markNodeFailed(input: { cluster: MachineRef; nodeName: string; reason: string }): Promise<void>;

@@ -24,6 +24,7 @@ import {
 } from './machine-update-common.ts';
 import type { NodeUpgradeWatch } from './node-upgrade-watch.ts';
 import { createMachineEventActivities } from './machine-events.ts';
+import { withStepEvents } from './step-events.ts';
 import type { MachineRef, MachineUpdateActivities, NodeUpgradeInput } from './machine-update-types.ts';
 import { createNodeActivities, machineDeletionCheck } from './node.ts';
 
@@ -87,7 +88,7 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
   const machineDeleting = machineDeletionCheck(deps.management);
   const { drain } = createDrainActivities(workload, machineDeleting);
 
-  return {
+  return withStepEvents({
     ...createMachineEventActivities(deps.management),
     preflight: node.preflight,
     cordon: node.cordon,
@@ -166,5 +167,5 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
     markNodeFailed: node.markNodeFailed,
     setNodeUpdateFailed: node.setNodeUpdateFailed,
     clearNodeUpdateFailed: node.clearNodeUpdateFailed,
-  };
+  });
 }

@@ -79,6 +79,8 @@ export const MACHINE_UPDATE_PREFLIGHT_WAIT = 'machine-update-preflight-wait';
 export const MACHINE_UPDATE_EVENTS = 'machine-update-events';
 /** All four changes above, for runs started from now on. A new change gets its own patch, as before. */
 export const MACHINE_UPDATE_ALL_CHANGES = 'machine-update-all-changes-1';
+/** The above, and each milestone Event carried by the step activity that reaches it (step-events.ts). */
+export const MACHINE_UPDATE_ALL_CHANGES_2 = 'machine-update-all-changes-2';
 /** Preflight failures that mean "not yet": waited out, then reported with what was last seen. */
 const PREFLIGHT_WAITS = ['NodeNotReady', 'MaxUnavailableReached', 'MachineHasNoNode'];
 
@@ -109,7 +111,8 @@ class Aborted extends Error {}
 export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<MachineUpdateStatus> {
   // New runs take every change at once: one marker and one TemporalChangeVersion upsert, not four
   // (each upsert is a visibility write). Runs started before ask for each change, as they did.
-  const current = patched(MACHINE_UPDATE_ALL_CHANGES);
+  const eventsInSteps = patched(MACHINE_UPDATE_ALL_CHANGES_2);
+  const current = eventsInSteps || patched(MACHINE_UPDATE_ALL_CHANGES);
   if (!current && !patched(MACHINE_UPDATE_V2)) return await machineUpdateWorkflowV1(input);
   // Preflight, cordon, uncordon, node conditions, cleanup: single API calls, cheapest run in the worker.
   const quick = current || patched(MACHINE_UPDATE_LOCAL_QUICK) ? localQuick : remoteQuick;
@@ -122,11 +125,18 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   const events = new EventChain(
     recordsEvents ? (e: MachineEventInput) => eventActivities.recordMachineEvent(e) : undefined,
   );
-  const event = (reason: MachineEventReason, type: 'Normal' | 'Warning', message: string) => {
+  const eventInput = (reason: MachineEventReason, type: 'Normal' | 'Warning', message: string): MachineEventInput => {
     const { workflowId, runId } = workflowInfo();
     const key = `${workflowId}/${runId}/${status.attempt ?? 1}/${reason}`;
-    events.add({ machine: input.machine, reason, type, message, key });
+    return { machine: input.machine, reason, type, message, key };
   };
+  const event = (reason: MachineEventReason, type: 'Normal' | 'Warning', message: string) => {
+    events.add(eventInput(reason, type, message));
+  };
+  /** A milestone's Event for the step that reaches it to record; undefined when this run records it beside. */
+  const stepEvent = (reason: MachineEventReason, message: string): MachineEventInput | undefined =>
+    eventsInSteps ? eventInput(reason, 'Normal', message) : undefined;
+  const carrying = (e: MachineEventInput | undefined) => (e ? { event: e } : {});
   const eventsRecorded = async () => {
     await events.settled();
   };
@@ -196,6 +206,9 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   let cluster: MachineRef = { namespace: input.machine.namespace, name: input.clusterName };
   let cordonedByUs = false;
   let executorStarted = false;
+  const succeededMessage = `updated in place to ${input.version}`;
+  /** The uncordon recorded MachineUpdateSucceeded (new runs; a node we did not cordon has no uncordon). */
+  let succeededEventSent = false;
   const requestName = (attempt: number) =>
     `${input.machine.name}-${input.specHash}${attempt > 1 ? `-${attempt}` : ''}`.slice(0, 63).replace(/-+$/, '');
 
@@ -290,14 +303,14 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     status.nodeName = pre.nodeName;
     cluster = { namespace: input.machine.namespace, name: pre.clusterName };
     upsertSearchAttributes([{ key: NodeName, value: pre.nodeName }]);
-    event(
-      'MachineUpdateStarted',
-      'Normal',
-      `updating node ${pre.nodeName} in place to ${input.version} (${input.executor} executor)`,
-    );
+    const startedMessage = `updating node ${pre.nodeName} in place to ${input.version} (${input.executor} executor)`;
+    const started = stepEvent('MachineUpdateStarted', startedMessage);
+    if (!started) event('MachineUpdateStarted', 'Normal', startedMessage);
 
     state.enter('Cordon', `cordoning node ${pre.nodeName}`);
-    const { wasUnschedulable } = await step(() => quick.cordon({ cluster, nodeName: pre.nodeName }));
+    const { wasUnschedulable } = await step(() =>
+      quick.cordon({ cluster, nodeName: pre.nodeName, ...carrying(started) }),
+    );
     if (!cordonedByUs) {
       status.wasCordoned = wasUnschedulable;
       cordonedByUs = !wasUnschedulable;
@@ -307,6 +320,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     const pdbForceDrainTimeoutMs = pre.pdbForceDrainTimeoutMs ?? input.pdbForceDrainTimeoutMs;
     // Wall time since the drain began, kept here so restarts and on-call restarts don't reset it.
     const drainStartedAtMs = Date.now();
+    const drained = stepEvent('NodeDrained', `node ${pre.nodeName} drained`);
+    let drainedEventSent = false;
     for (;;) {
       if (skipDrain) break;
       const options: DrainOptions = {
@@ -318,7 +333,16 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         ...(forceDrain ? { forceNow: true } : {}),
       };
       try {
-        await step(() => drainActivities.drain({ cluster, nodeName: pre.nodeName, options, machine: input.machine }));
+        await step(() =>
+          drainActivities.drain({
+            cluster,
+            nodeName: pre.nodeName,
+            options,
+            machine: input.machine,
+            ...carrying(drained),
+          }),
+        );
+        drainedEventSent = drained !== undefined;
         break;
       } catch (err) {
         // Cancelled by skipDrain/forceDrain: go round; an abort was turned into Aborted by step().
@@ -326,11 +350,13 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       }
     }
 
-    event(
-      'NodeDrained',
-      'Normal',
-      skipDrain ? `drain of node ${pre.nodeName} skipped (skipDrain)` : `node ${pre.nodeName} drained`,
-    );
+    if (!drainedEventSent) {
+      event(
+        'NodeDrained',
+        'Normal',
+        skipDrain ? `drain of node ${pre.nodeName} skipped (skipDrain)` : `node ${pre.nodeName} drained`,
+      );
+    }
     state.enter('UpgradeNode', `upgrading node ${pre.nodeName} (${input.executor} executor)`);
     executorStarted = true;
     await step(() =>
@@ -349,20 +375,25 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     status.upgraded = true;
 
     state.enter('WaitForNode', `waiting for node ${pre.nodeName} to report ${input.version} and Ready`);
+    const upgradedMessage = `node ${pre.nodeName} reports ${input.version} and is Ready`;
+    const upgraded = stepEvent('NodeUpgraded', upgradedMessage);
     await step(() =>
       upgradeActivities.waitForNodeVersion({
         cluster,
         nodeName: pre.nodeName,
         version: input.version,
         timeoutMs: input.nodeUpgradeTimeoutMs,
+        ...carrying(upgraded),
       }),
     );
     await quick.clearNodeUpdateFailed({ cluster, nodeName: pre.nodeName });
-    event('NodeUpgraded', 'Normal', `node ${pre.nodeName} reports ${input.version} and is Ready`);
+    if (!upgraded) event('NodeUpgraded', 'Normal', upgradedMessage);
 
     if (cordonedByUs) {
       state.enter('Uncordon', `uncordoning node ${pre.nodeName}`);
-      await quick.uncordon({ cluster, nodeName: pre.nodeName });
+      const done = stepEvent('MachineUpdateSucceeded', succeededMessage);
+      await quick.uncordon({ cluster, nodeName: pre.nodeName, ...carrying(done) });
+      succeededEventSent = done !== undefined;
       cordonedByUs = false;
     }
     await releaseSlot();
@@ -405,7 +436,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     try {
       await attemptUpdate();
       state.succeeded();
-      event('MachineUpdateSucceeded', 'Normal', `updated in place to ${input.version}`);
+      if (!succeededEventSent) event('MachineUpdateSucceeded', 'Normal', succeededMessage);
       await eventsRecorded();
       return status;
     } catch (err) {

@@ -894,6 +894,36 @@ describe('recordMachineEvent', () => {
   });
 });
 
+describe('milestone Events carried by the steps', () => {
+  it('records the Event a step carries once the step succeeded, none when it failed, and never fails a step for its Event', async () => {
+    const machine = { namespace: g, name: 'm-ready' };
+    const event = (reason: 'MachineUpdateStarted' | 'MachineUpdateSucceeded', key: string) => ({
+      machine,
+      reason,
+      type: 'Normal' as const,
+      message: `${reason} of node ${e}`,
+      key: `machine-update/${g}/m-ready/steps/run-1/1/${key}`,
+    });
+    expect(await activities.cordon({ cluster, nodeName: e, event: event('MachineUpdateStarted', 'started') })).toEqual({
+      wasUnschedulable: false,
+    });
+    await expect(
+      activities.cordon({ cluster, nodeName: node('ghost'), event: event('MachineUpdateStarted', 'ghost') }),
+    ).rejects.toMatchObject({ type: 'NodeNotFound' });
+    // An Event the API server refuses (no such namespace): the uncordon still happened.
+    await activities.uncordon({
+      cluster,
+      nodeName: e,
+      event: { ...event('MachineUpdateSucceeded', 'refused'), machine: { namespace: 'No_Such_Namespace', name: 'x' } },
+    });
+    expect((await nodeMeta(e)).unschedulable).toBe(false);
+    const events = await eventsOf(mg, 'Machine', g, 'm-ready');
+    expect(events.filter((x) => x.message?.endsWith(`of node ${e}`)).map((x) => [x.reason, x.count])).toEqual([
+      ['MachineUpdateStarted', 1],
+    ]);
+  });
+});
+
 describe('upgradeNode (job)', () => {
   it('runs a privileged Job pinned to the node and returns when it completes', async () => {
     const result = await upgrade({ nodeName: j, requestName: `${j}-h1`, executor: 'job', timeoutMs: 60_000 });

@@ -11,6 +11,7 @@ import { hookPath } from '../../src/api/hook-route.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { createInPlaceHandlers } from '../../src/api/machine-updates.ts';
 import type { MachineEventInput, MachineUpdateActivities } from '../../src/activities/machine-update-types.ts';
+import { withStepEvents } from '../../src/activities/step-events.ts';
 import { specHash } from '../../src/domain/in-place.ts';
 import {
   machineUpdateSlotsWorkflowId,
@@ -160,7 +161,8 @@ describe('machine update workflow through UpdateMachine', () => {
   let name: string;
 
   const startWorker = async (activities: MachineUpdateActivities) => {
-    const { worker, connection } = await createTestWorker({ taskQueue, activities });
+    // As createActivities does: the steps record the Events they carry (through the stub).
+    const { worker, connection } = await createTestWorker({ taskQueue, activities: withStepEvents(activities) });
     running = { worker, connection, done: worker.run() };
   };
   const stopWorker = async () => {
@@ -251,7 +253,7 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(new Set(keys).size).toBe(4);
     expect(activities.seen.recordMachineEvent?.[0]).toMatchObject({ machine: { namespace: 'fleet-a', name } });
     await recordHistoryIfAsked(client, idFor(body), 'v4-machine-update-events');
-    await recordHistoryIfAsked(client, idFor(body), 'v6-machine-update-all-changes');
+    await recordHistoryIfAsked(client, idFor(body), 'v7-machine-update-events-in-steps');
     expect(status.steps.map((s) => [s.type, s.status])).toEqual([
       ['Cordon', 'True'],
       ['Drain', 'True'],
@@ -343,7 +345,7 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(new Set(names).size).toBe(2);
     await client.workflow.getHandle(idFor(body)).result();
     await recordHistoryIfAsked(client, idFor(body), 'v4-machine-update-events-failed-and-retried');
-    await recordHistoryIfAsked(client, idFor(body), 'v6-machine-update-failed-and-retried');
+    await recordHistoryIfAsked(client, idFor(body), 'v7-machine-update-failed-and-retried');
   });
 
   it('after a failure before the executor gives the node back, and starts over at once on the retry signal', async () => {
@@ -499,7 +501,10 @@ describe('machine update workflow through UpdateMachine', () => {
       return await cordon(input);
     };
     const upgradeNode = activities.upgradeNode;
+    // The first ten hold their slots until the line has been looked at.
+    let lineSeen = false;
     activities.upgradeNode = async (input) => {
+      while (!lineSeen) await new Promise((r) => setTimeout(r, 50));
       await new Promise((r) => setTimeout(r, 300));
       return await upgradeNode(input);
     };
@@ -522,14 +527,15 @@ describe('machine update workflow through UpdateMachine', () => {
     // The first run to ask starts the slots workflow: until then it is not found.
     const queued = await waitFor(
       async () => (await slotsHandle.query(machineUpdateSlotsQuery).catch(() => undefined)) as MachineUpdateSlotsStatus,
-      (slots) => (slots?.waiting.length ?? 0) > 0,
+      (slots) => (slots?.waiting.length ?? 0) === 30,
     );
     expect(queued.limit).toBe(10);
-    expect(queued.holders.length).toBeLessThanOrEqual(10);
+    expect(queued.holders).toHaveLength(10);
     const waitingOne = await call(bodies.find((b) => queued.waiting.includes(idOf(b)))!);
     expect(waitingOne.message).toMatch(
       new RegExp(`waiting: 10 machine\\(s\\) of cluster ${cluster} are updating \\(maxConcurrentMachineUpdates\\)$`),
     );
+    lineSeen = true;
     const done = await Promise.all(bodies.map((b) => pollUntilDone(b, 120_000)));
     expect(done.filter((a) => a.status === 'Success' && a.retryAfterSeconds === 0)).toHaveLength(40);
     expect(maxInFlight).toBeGreaterThan(1);
@@ -595,8 +601,8 @@ describe('machine update workflow through UpdateMachine', () => {
     await client.workflow.getHandle(idOf(a)).terminate('on-call cleanup');
     expect(await pollUntilDone(b)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     await client.workflow.getHandle(idOf(b)).result();
-    await recordHistoryIfAsked(client, idOf(b), 'v6-machine-update-started-when-let-in');
-    await recordHistoryIfAsked(client, idOf(c), 'v6-machine-update-aborted-while-queued');
+    await recordHistoryIfAsked(client, idOf(b), 'v7-machine-update-started-when-let-in');
+    await recordHistoryIfAsked(client, idOf(c), 'v7-machine-update-aborted-while-queued');
     await recordHistoryIfAsked(client, slotsId, 'v2-machine-update-slots');
     // c never ran a step; b ran once.
     expect(activities.calls.cordon).toBe(2);
