@@ -488,6 +488,16 @@ describe('machine update workflow through UpdateMachine', () => {
   };
   const idOf = (body: ReturnType<typeof updateMachineRequest>) =>
     machineUpdateWorkflowId({ namespace: 'fleet-a', name: body.desired.machine.metadata.name }, specHash(body.desired));
+  /** A worker whose node upgrades block until `unblock()`, and a cluster of the test's own allowing one at a time. */
+  const oneAtATime = async () => {
+    let block = true;
+    const activities = stubs({ upgradeBlocks: () => block });
+    await startWorker(activities);
+    const cluster = `c-${randomUUID().slice(0, 8)}`;
+    const request = (machine: string) =>
+      clusterRequest(cluster, `${name}-${machine}`, { maxConcurrentMachineUpdates: '1' });
+    return { activities, cluster, request, unblock: () => (block = false) };
+  };
 
   it('never lets more than maxConcurrentMachineUpdates machines of a cluster past the queue, and finishes them all', async () => {
     const activities = stubs();
@@ -544,10 +554,7 @@ describe('machine update workflow through UpdateMachine', () => {
   }, 180_000);
 
   it('starts queued updates only when let in, frees the slot of a run that ended without giving it back, and aborts one while queued', async () => {
-    let block = true;
-    const activities = stubs({ upgradeBlocks: () => block });
-    await startWorker(activities);
-    const cluster = `c-${randomUUID().slice(0, 8)}`;
+    const { activities, cluster, request, unblock } = await oneAtATime();
     const slotsId = machineUpdateSlotsWorkflowId({ namespace: 'fleet-a', name: cluster });
     // Started ahead with a short liveness check (production: 2 minutes).
     await client.workflow.start(machineUpdateSlotsWorkflow, {
@@ -563,12 +570,7 @@ describe('machine update workflow through UpdateMachine', () => {
         },
       ],
     });
-    const settings = { maxConcurrentMachineUpdates: '1' };
-    const [a, b, c] = ['a', 'b', 'c'].map((m) => clusterRequest(cluster, `${name}-${m}`, settings)) as [
-      ReturnType<typeof updateMachineRequest>,
-      ReturnType<typeof updateMachineRequest>,
-      ReturnType<typeof updateMachineRequest>,
-    ];
+    const [a, b, c] = [request('a'), request('b'), request('c')];
     const slots = client.workflow.getHandle(slotsId);
     const slotsState = () => slots.query(machineUpdateSlotsQuery) as Promise<MachineUpdateSlotsStatus>;
     await call(a);
@@ -597,7 +599,7 @@ describe('machine update workflow through UpdateMachine', () => {
       waiting: [idOf(b)],
     });
     // The holder is terminated (it never says goodbye): the liveness check lets b in.
-    block = false;
+    unblock();
     await client.workflow.getHandle(idOf(a)).terminate('on-call cleanup');
     expect(await pollUntilDone(b)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     await client.workflow.getHandle(idOf(b)).result();
@@ -609,15 +611,8 @@ describe('machine update workflow through UpdateMachine', () => {
   }, 60_000);
 
   it('lets a run that asks for itself (started before queued starts, or retrying) share the line with queued updates', async () => {
-    let block = true;
-    const activities = stubs({ upgradeBlocks: () => block });
-    await startWorker(activities);
-    const cluster = `c-${randomUUID().slice(0, 8)}`;
-    const settings = { maxConcurrentMachineUpdates: '1' };
-    const [a, b] = ['a', 'b'].map((m) => clusterRequest(cluster, `${name}-${m}`, settings)) as [
-      ReturnType<typeof updateMachineRequest>,
-      ReturnType<typeof updateMachineRequest>,
-    ];
+    const { activities, cluster, request, unblock } = await oneAtATime();
+    const [a, b] = [request('a'), request('b')];
     await call(a);
     await waitForStep(idOf(a), 'UpgradeNode');
     // A run started directly, as the api started every update before: it asks the slots workflow itself.
@@ -647,7 +642,7 @@ describe('machine update workflow through UpdateMachine', () => {
       holders: [idOf(a)],
       waiting: [direct, idOf(b)],
     });
-    block = false;
+    unblock();
     expect(await pollUntilDone(a)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     expect(await client.workflow.getHandle(direct).result()).toMatchObject({ phase: 'Succeeded' });
     expect(await pollUntilDone(b)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
@@ -655,12 +650,8 @@ describe('machine update workflow through UpdateMachine', () => {
   }, 60_000);
 
   it('aborts every queued update when the cluster is deleted, and the slots workflow ends', async () => {
-    let block = true;
-    const activities = stubs({ upgradeBlocks: () => block });
-    await startWorker(activities);
-    const cluster = `c-${randomUUID().slice(0, 8)}`;
-    const settings = { maxConcurrentMachineUpdates: '1' };
-    const bodies = ['a', 'b', 'c'].map((m) => clusterRequest(cluster, `${name}-${m}`, settings));
+    const { activities, cluster, request, unblock } = await oneAtATime();
+    const bodies = [request('a'), request('b'), request('c')];
     await call(bodies[0]!);
     await waitForStep(idOf(bodies[0]!), 'UpgradeNode');
     await Promise.all(bodies.slice(1).map((b) => call(b)));
@@ -702,7 +693,7 @@ describe('machine update workflow through UpdateMachine', () => {
     // Only the first was ever started past the queue; the node it cordoned was given back.
     expect(activities.calls.cordon).toBe(1);
     expect(activities.calls.uncordon).toBe(1);
-    block = false;
+    unblock();
   }, 60_000);
 
   it('keeps the slots workflow history short by continuing as new, carrying its state', async () => {
