@@ -23,17 +23,13 @@ import {
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
-  ChildWorkflowCancellationType,
   condition,
-  getExternalWorkflowHandle,
   isCancellation,
-  ParentClosePolicy,
   patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
   sleep,
-  startChild,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -44,29 +40,18 @@ import type {
   MachineRef,
   MachineUpdateActivities,
 } from '../activities/machine-update-types.ts';
-import {
-  abortSignal,
-  acquireSlotSignal,
-  forceDrainSignal,
-  machineUpdateStatusQuery,
-  releaseSlotSignal,
-  retrySignal,
-  skipDrainSignal,
-  slotGrantedSignal,
-} from './messages.ts';
+import { abortSignal, forceDrainSignal, machineUpdateStatusQuery, retrySignal, skipDrainSignal } from './messages.ts';
 import {
   MACHINE_DELETED,
   NODE_AGENT_MISSING,
   machineUpdateQueuedDetail,
-  machineUpdateSlotsWorkflowId,
   type MachineUpdateInput,
-  type MachineUpdateSlotRequest,
   type MachineUpdateStatus,
 } from '../model/machine-update.ts';
 import { machineUpdateWorkflowV1 } from './legacy/machine-update-v1.ts';
 import { EventChain } from './event-chain.ts';
-import { machineUpdateSlotsWorkflow } from './machine-update-slots.ts';
 import { formatDuration } from '../domain/durations.ts';
+import { MachineUpdateSlot } from './machine-update/slot.ts';
 import { MachineUpdateState } from './machine-update/state.ts';
 import { NodeName } from './search-attributes.ts';
 
@@ -167,10 +152,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     state.publish();
   });
   setHandler(machineUpdateStatusQuery, () => status);
-  let slotGranted = false;
-  setHandler(slotGrantedSignal, () => {
-    slotGranted = true;
-  });
+  const slot = new MachineUpdateSlot(input);
 
   const checkpoint = () => {
     if (abortReason !== undefined) throw new Aborted(abortReason);
@@ -212,66 +194,6 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   const requestName = (attempt: number) =>
     `${input.machine.name}-${input.specHash}${attempt > 1 ? `-${attempt}` : ''}`.slice(0, 63).replace(/-+$/, '');
 
-  // maxConcurrentMachineUpdates: a place from the cluster's slots workflow, held from before
-  // the cordon until the node is given back (kept while a failed node stays cordoned).
-  // Runs started before the limit existed carry none and never ask.
-  const limit = input.maxConcurrentMachineUpdates ?? 0;
-  const slots = { namespace: input.machine.namespace, name: input.clusterName };
-  const me = { workflowId: workflowInfo().workflowId, runId: workflowInfo().runId };
-  // Started by the slots workflow when it let this update in: the slot is ours from the start.
-  let slotAsked = limit > 0 && input.startedWithSlot === true;
-  let slotHeld = slotAsked;
-  const askForSlot = async (request: MachineUpdateSlotRequest) => {
-    const slotsId = machineUpdateSlotsWorkflowId(slots);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await getExternalWorkflowHandle(slotsId).signal(acquireSlotSignal, request);
-        return;
-      } catch (err) {
-        if (isCancellation(err)) throw err;
-      }
-      // None running (or it just ended): start it with us first in line. Not our child
-      // in any way that matters: it outlives us and ignores our cancellation.
-      try {
-        await startChild(machineUpdateSlotsWorkflow, {
-          workflowId: slotsId,
-          args: [{ cluster: slots, limit: request.limit, holders: [], waiting: [request] }],
-          parentClosePolicy: ParentClosePolicy.ABANDON,
-          cancellationType: ChildWorkflowCancellationType.ABANDON,
-        });
-        return;
-      } catch (err) {
-        // (@temporalio/common's WorkflowExecutionAlreadyStartedError: workflows import values from the workflow package only.)
-        if (!(err instanceof Error && err.name === 'WorkflowExecutionAlreadyStartedError')) throw err;
-      }
-      // Lost a race with another run starting or ending it: ask again, gently after a few tries.
-      if (attempt >= 3) await sleep('1 second');
-    }
-  };
-  const acquireSlot = async () => {
-    if (limit <= 0 || slotHeld) return;
-    state.enter('Queued', machineUpdateQueuedDetail(input.clusterName, limit));
-    slotGranted = false;
-    slotAsked = true;
-    await askForSlot({ ...me, limit });
-    await condition(() => slotGranted || abortReason !== undefined);
-    checkpoint();
-    slotHeld = true;
-    state.enter('Preflight', 'preflight checks');
-  };
-  const releaseSlot = async () => {
-    if (!slotAsked) return;
-    slotAsked = false;
-    slotHeld = false;
-    await CancellationScope.nonCancellable(async () => {
-      try {
-        await getExternalWorkflowHandle(machineUpdateSlotsWorkflowId(slots)).signal(releaseSlotSignal, me);
-      } catch {
-        // It ended, so nothing is held there.
-      }
-    });
-  };
-
   /** Preflight, waiting out "not yet" (node NotReady, maxUnavailable reached) up to `timeoutMs`. */
   const preflightWithin = async (timeoutMs: number) => {
     const deadline = Date.now() + timeoutMs;
@@ -296,7 +218,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   };
 
   const attemptUpdate = async () => {
-    await acquireSlot();
+    await slot.acquire(state, () => abortReason !== undefined);
+    checkpoint();
     const pre = preflightWaits
       ? await preflightWithin(input.preflightTimeoutMs!)
       : await step(() => quick.preflight({ machine: input.machine }));
@@ -396,7 +319,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       succeededEventSent = done !== undefined;
       cordonedByUs = false;
     }
-    await releaseSlot();
+    await slot.release();
   };
 
   /** Gives back what this update took: its executor's objects, and the node if we cordoned it. */
@@ -416,21 +339,21 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         cordonedByUs = false;
       }
       // The node is given back (or ours to keep no more): let the next machine in.
-      if (uncordon) await releaseSlot();
+      if (uncordon) await slot.release();
     });
   };
 
   if (input.abortedWhileQueued !== undefined) {
     // Aborted before its turn (started by the slots workflow only to say so): nothing was touched.
     abortReason = input.abortedWhileQueued;
-    state.enter('Queued', machineUpdateQueuedDetail(input.clusterName, limit));
+    state.enter('Queued', machineUpdateQueuedDetail(input.clusterName, slot.limit));
     state.aborted(abortReason);
     event('MachineUpdateAborted', 'Warning', `aborted while queued: ${abortReason}`);
     await eventsRecorded();
     return status;
   }
   // Let in by the slots workflow: past the queue from the start (its Preflight step says since when).
-  if (slotHeld) state.enter('Preflight', 'preflight checks');
+  if (slot.heldFromStart) state.enter('Preflight', 'preflight checks');
   else state.publish();
   for (;;) {
     try {
@@ -468,7 +391,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       await eventsRecorded();
       const woke = await condition(() => status.retryRequested === true || abortReason !== undefined, FAILED_RETENTION);
       if (!woke) {
-        await releaseSlot();
+        await slot.release();
         return status;
       }
       if (abortReason !== undefined) {
