@@ -105,8 +105,8 @@ export const WORKLOAD_KUBECONFIG_MAX_AGE_MS = 30_000;
 // their keep-alive connections) per workload cluster, rebuilt when the Secret's
 // resourceVersion changes.
 const workloadCache = new WeakMap<KubeConfig, Map<string, CachedWorkload>>();
-/** The Secret reads in flight, per cache and cluster. */
-const readingWorkload = new WeakMap<Map<string, CachedWorkload>, Map<string, Promise<KubeConfig>>>();
+/** The Secret reads in flight, per management KubeConfig and cluster, as the cache above. */
+const readsInFlight = new WeakMap<KubeConfig, Map<string, Promise<KubeConfig>>>();
 const apiClients = new WeakMap<KubeConfig, Map<ApiConstructor<ApiType>, ApiType>>();
 
 /** `kc.makeApiClient(api)`, made once per KubeConfig: the activities' calls share its connections. */
@@ -150,14 +150,14 @@ export async function workloadKubeConfig(
   // One read of the Secret however many activities ask at once: 20 machine updates
   // starting together used to build 20 KubeConfigs, each with its own connections and
   // watches (the first wave's steps ran ~5× slower in bench/machine-updates.ts).
-  let pending = readingWorkload.get(perCluster)?.get(key);
+  let reads = readsInFlight.get(management);
+  if (!reads) {
+    reads = new Map();
+    readsInFlight.set(management, reads);
+  }
+  const inFlight = reads;
+  let pending = inFlight.get(key);
   if (!pending) {
-    let reading = readingWorkload.get(perCluster);
-    if (!reading) {
-      reading = new Map();
-      readingWorkload.set(perCluster, reading);
-    }
-    const inFlight = reading;
     pending = readWorkloadKubeConfig(management, cluster, perCluster, cached).finally(() => inFlight.delete(key));
     inFlight.set(key, pending);
   }
