@@ -90,20 +90,27 @@ declare -A PKG=(
 )
 
 # Module directories as the build resolves them (downloads when missing).
-mod_dirs="$(cd "$MOD" && GOFLAGS='' go list -m -f '{{.Path}} {{.Dir}}' \
-  sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test sigs.k8s.io/controller-runtime 2>/dev/null)" || mod_dirs=""
+MODULES=(sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test sigs.k8s.io/controller-runtime)
+mod_dirs="$(cd "$MOD" && GOFLAGS='' go list -m -f '{{.Path}} {{.Dir}}' "${MODULES[@]}" 2>/dev/null)" || mod_dirs=""
 moddir() { awk -v m="$1" '$1 == m { print $2 }' <<<"$mod_dirs"; }
-if [ -z "$(moddir sigs.k8s.io/cluster-api)" ] || [ ! -d "$(moddir sigs.k8s.io/cluster-api)" ]; then
+modules_present() { # every module the build reads sources from, not just the first
+  local m d
+  for m in "${MODULES[@]}"; do
+    d="$(moddir "$m")"
+    [ -n "$d" ] && [ -d "$d" ] || return 1
+  done
+}
+if ! modules_present; then
   log "downloading Cluster API $CAPI_VERSION modules (go mod download)"
   (cd "$MOD" && GOFLAGS='' go mod download) || die "go mod download in tools/capi failed"
-  mod_dirs="$(cd "$MOD" && GOFLAGS='' go list -m -f '{{.Path}} {{.Dir}}' \
-    sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test sigs.k8s.io/controller-runtime)"
+  mod_dirs="$(cd "$MOD" && GOFLAGS='' go list -m -f '{{.Path}} {{.Dir}}' "${MODULES[@]}")"
 fi
 CAPI_DIR="$(moddir sigs.k8s.io/cluster-api)"
 CAPI_TEST_DIR="$(moddir sigs.k8s.io/cluster-api/test)"
 CR_DIR="$(moddir sigs.k8s.io/controller-runtime)"
-for d in "$CAPI_DIR" "$CAPI_TEST_DIR" "$CR_DIR"; do
-  [ -n "$d" ] && [ -d "$d" ] || die "module directory missing ($d): run 'go mod download' in tools/capi"
+for m in "${MODULES[@]}"; do
+  d="$(moddir "$m")"
+  [ -n "$d" ] && [ -d "$d" ] || die "module directory of $m missing after go mod download (${d:-not resolved})"
 done
 
 # patch_sources DIR: writes patched copies of controller-runtime and of the CAPI
