@@ -23,10 +23,10 @@ dev:
 	@source scripts/env.sh && exec node --disable-warning=ExperimentalWarning src/local/dev.ts
 
 test:
-	@source scripts/env.sh --testbed --capi && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
+	@source scripts/env.sh --lint --testbed --capi && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
 
 test-unit:
-	@source scripts/env.sh && $(JEST) --ci --selectProjects unit
+	@source scripts/env.sh --lint && $(JEST) --ci --selectProjects unit
 
 test-e2e:
 	@source scripts/env.sh && $(JEST) --ci --selectProjects e2e
@@ -35,7 +35,7 @@ test-workflow:
 	@source scripts/env.sh && $(JEST) --ci --selectProjects workflow
 
 lint:
-	@source scripts/env.sh && npm run --silent lint && npm run --silent typecheck
+	@source scripts/env.sh --lint && npm run --silent lint && npm run --silent typecheck
 
 build:
 	@source scripts/env.sh && npm run --silent build

@@ -1,9 +1,11 @@
+# shellcheck shell=bash
 # Sourced by the Makefile: makes sure every tool the project needs is present
 # (installing what is missing into a versioned cache outside the repository)
 # and exports PATH, TEMPORAL_CLI and, when found, TCTL_CLI.
 #   source scripts/env.sh            # node 24, npm deps, temporal CLI
 #   source scripts/env.sh --testbed  # also the Kubernetes test-bed binaries
 #   source scripts/env.sh --testbed --capi  # and the Cluster API managers (real-CAPI tier)
+#   source scripts/env.sh --lint     # also shellcheck (Debian's package when root)
 # Nothing is downloaded except through the npm registry and the Go module proxy.
 
 CAPI_UO_CACHE="${CAPI_UO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-upgrade-orchestrator}"
@@ -65,7 +67,8 @@ _uo_temporal() {
     fi
   fi
   export TEMPORAL_CLI
-  export PATH="$(dirname "$TEMPORAL_CLI"):$PATH"
+  PATH="$(dirname "$TEMPORAL_CLI"):$PATH"
+  export PATH
   # tctl is deprecated upstream and the module proxy here does not serve it:
   # use it when it is on PATH or in the cache, otherwise go on without it.
   if [ -z "${TCTL_CLI:-}" ]; then
@@ -81,6 +84,21 @@ _uo_temporal() {
   if [ -n "${TCTL_CLI:-}" ]; then export TCTL_CLI; fi
 }
 
+# The linter shellcheck checks the node upgrade script (it runs as root on every node) and
+# these scripts; `make test` must not skip that on a machine that lacks it.
+_uo_shellcheck() {
+  command -v shellcheck >/dev/null && return 0
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    _uo_log "installing shellcheck from Debian's packages"
+    { apt-get install -y -qq shellcheck >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq shellcheck >/dev/null 2>&1; }; } ||
+      { _uo_die "apt-get install shellcheck failed"; return 1; }
+  else
+    _uo_die "shellcheck not found: install it (Debian/Ubuntu: apt-get install shellcheck; macOS: brew install shellcheck)"
+    return 1
+  fi
+}
+
 _uo_testbed() {
   local out
   out=$(bash scripts/tools-k8s.sh) || { _uo_die "building the Kubernetes test-bed binaries failed"; return 1; }
@@ -94,14 +112,16 @@ _uo_capi() {
 }
 
 _uo_main() {
-  local arg testbed="" capi=""
+  local arg testbed="" capi="" lint=""
   for arg in "$@"; do
     case "$arg" in
       --testbed) testbed=1 ;;
       --capi) capi=1 ;;
-      *) _uo_die "unknown option $arg (expected --testbed, --capi)"; return 1 ;;
+      --lint) lint=1 ;;
+      *) _uo_die "unknown option $arg (expected --testbed, --capi, --lint)"; return 1 ;;
     esac
   done
+  if [ -n "$lint" ]; then _uo_shellcheck || return 1; fi
   _uo_node || return 1
   _uo_deps || return 1
   _uo_temporal || return 1
