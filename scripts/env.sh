@@ -50,11 +50,23 @@ _uo_go_install() { # name version module-path
   local name=$1 version=$2 pkg=$3 dir="$CAPI_UO_CACHE/tools/$1-$2"
   if [ -x "$dir/$name" ]; then printf '%s\n' "$dir/$name"; return 0; fi
   command -v go >/dev/null || { _uo_die "'$name' is not on PATH and Go is not installed: install Go (1.24+) or put '$name' on PATH"; return 1; }
-  _uo_log "building $name $version with go install (first run only; takes minutes)"
-  local start=$SECONDS
-  mkdir -p "$dir"
-  GOBIN="$dir" GOFLAGS="${GOFLAGS:-} -trimpath" go install "$pkg@$version" >&2 || { rm -rf "$dir"; _uo_die "go install $pkg@$version failed"; return 1; }
-  _uo_log "built $name in $((SECONDS - start))s"
+  mkdir -p "$CAPI_UO_CACHE/tools"
+  # Several `make` runs starting at once on a cold cache build once: the others
+  # wait for the lock and then find the binary. The build goes to a private
+  # directory and is moved into place whole, so no caller sees half of it.
+  (
+    if command -v flock >/dev/null; then flock 8; fi
+    if [ -x "$dir/$name" ]; then exit 0; fi
+    _uo_log "building $name $version with go install (first run only; takes minutes)"
+    start=$SECONDS
+    tmp=$(mktemp -d "$CAPI_UO_CACHE/tools/.$name-$version.XXXXXX") || exit 1
+    if ! GOBIN="$tmp" GOFLAGS="${GOFLAGS:-} -trimpath" go install "$pkg@$version" >&2; then
+      rm -rf "$tmp"
+      exit 1
+    fi
+    rm -rf "$dir" && mv "$tmp" "$dir" || exit 1
+    _uo_log "built $name in $((SECONDS - start))s"
+  ) 8>"$CAPI_UO_CACHE/tools/.$name.lock" || { _uo_die "go install $pkg@$version failed"; return 1; }
   printf '%s\n' "$dir/$name"
 }
 
