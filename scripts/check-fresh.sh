@@ -30,10 +30,13 @@ start=$SECONDS
 # PATH) may stand in for the bootstrap. HOME stays: npm's own download cache
 # is the registry's copy, not an install step.
 rc=0
+# Go's build cache sits under XDG_CACHE_HOME unless named: name it, so that
+# emptying the tool cache does not empty it too.
+gocache="$(go env GOCACHE)"
 (
   cd "$work/repo"
   env -u CAPI_UO_CACHE -u TEMPORAL_CLI -u TCTL_CLI -u GOFLAGS \
-    XDG_CACHE_HOME="$work/cache" GOMODCACHE="$work/gomod" GOPATH="$work/gopath" \
+    XDG_CACHE_HOME="$work/cache" GOCACHE="$gocache" GOMODCACHE="$work/gomod" GOPATH="$work/gopath" \
     PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -v 'capi-upgrade-orchestrator' | paste -sd: -)" \
     make test
 ) || rc=$?
