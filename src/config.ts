@@ -111,8 +111,8 @@ export const DISCOVERY_BODY_LIMIT_BYTES = 64 * 1024;
 export const SMALL_BODY_BYTES = 64 * 1024;
 /** Bytes of the in-flight budget only small bodies may take: bodies at the limit never starve them. */
 export const SMALL_BODY_RESERVE_BYTES = 1024 * 1024;
-/** ~21 heap bytes per body byte at worst: 8 MiB in flight stays well inside a 256 MiB old space. */
-export const DEFAULT_BODY_BYTES_IN_FLIGHT = 8 * 1024 * 1024;
+/** ~21 heap bytes per body byte at worst: 7 MiB in flight (~150 MiB) fits beside the api's ~70 MiB in a 256 MiB old space. */
+export const DEFAULT_BODY_BYTES_IN_FLIGHT = 7 * 1024 * 1024;
 
 /** `BeforeClusterUpgrade` → `BEFORE_CLUSTER_UPGRADE`, the per-hook variable infix. */
 export function hookEnvName(hook: HookName): string {

@@ -12,7 +12,7 @@ describe('parseConfig', () => {
       keyFile: '/tmp/k8s-webhook-server/serving-certs/tls.key',
       insecureHttp: false,
       bodyLimits: { lifecycle: 2 * 1024 * 1024, 'upgrade-plan': 2 * 1024 * 1024, 'in-place': 6 * 1024 * 1024 },
-      bodyBytesInFlight: 8 * 1024 * 1024,
+      bodyBytesInFlight: 7 * 1024 * 1024,
       requestTimeoutMs: 30_000,
       maxConnections: 512,
     });
