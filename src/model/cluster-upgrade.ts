@@ -74,9 +74,9 @@ export function gateKey(hook: UpgradeHook, version: string): string {
 
 /**
  * Upgrade steps one hook request may list (controlPlaneUpgrades, workersUpgrades): one per minor
- * version, and CAPI supports far fewer minors than this between a cluster's version and the newest.
+ * version, as many as GenerateUpgradePlan plans at most (MAX_PLAN_MINORS in domain/upgrade-plan.ts).
  */
-export const MAX_UPGRADE_STEPS = 32;
+export const MAX_UPGRADE_STEPS = 64;
 
 /**
  * Gates one upgrade keeps (memo, status, queue): BeforeClusterUpgrade and AfterClusterUpgrade, and

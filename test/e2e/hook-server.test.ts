@@ -239,7 +239,7 @@ describe('hook server over HTTPS', () => {
             version: `v1.${i}.0`,
           }))),
         'controlPlaneUpgrades',
-        /must NOT have more than 32 items/,
+        /must NOT have more than 64 items/,
       ],
       [
         'the cluster uid',

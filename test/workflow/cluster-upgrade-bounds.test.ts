@@ -46,9 +46,13 @@ describe('the gates one cluster upgrade keeps', () => {
       { annotations },
     );
     expect(first).toMatchObject({ statusCode: 200, status: 'Success' });
-    for (let patch = 1; patch < MAX_GATES_PER_UPGRADE; patch++) {
-      const answer = await h.call('BeforeControlPlaneUpgrade', stepCall(patch), { annotations });
-      expect(answer).toMatchObject({ statusCode: 200, status: 'Success' });
+    // A few at a time: updates to one workflow are applied one by one anyway.
+    for (let from = 1; from < MAX_GATES_PER_UPGRADE; from += 8) {
+      const patches = Array.from({ length: Math.min(8, MAX_GATES_PER_UPGRADE - from) }, (_, i) => from + i);
+      const answers = await Promise.all(
+        patches.map((patch) => h.call('BeforeControlPlaneUpgrade', stepCall(patch), { annotations })),
+      );
+      for (const answer of answers) expect(answer).toMatchObject({ statusCode: 200, status: 'Success' });
     }
     const handle = h.client.workflow.getHandle(h.workflowId);
     const memoGates = async () =>
@@ -84,5 +88,5 @@ describe('the gates one cluster upgrade keeps', () => {
     expect(await h.call('BeforeControlPlaneUpgrade', stepCall(1), { annotations })).toMatchObject({
       status: 'Success',
     });
-  });
+  }, 300_000);
 });
