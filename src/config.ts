@@ -2,7 +2,14 @@
 // a typed object. Every problem is reported at once, naming the variable.
 import { parseGoDuration } from './domain/durations.ts';
 import type { TemporalConnectionSettings, TemporalTlsSettings } from './temporal-connection.ts';
-import { defaultHandlerName, hookCatalog, hookNames, type FailurePolicy, type HookName } from './api/contract.ts';
+import {
+  defaultHandlerName,
+  hookCatalog,
+  hookNames,
+  type FailurePolicy,
+  type HookFamily,
+  type HookName,
+} from './api/contract.ts';
 
 export type Role = 'all' | 'api' | 'worker';
 
@@ -26,7 +33,14 @@ export interface ServerConfig {
   tlsReloadIntervalMs: number;
   /** Development only: serve plain HTTP. CAPI itself refuses http. */
   insecureHttp: boolean;
-  bodyLimitBytes: number;
+  /** Largest request body per hook family; larger ones get 413 before they are read (docs/limits.md). */
+  bodyLimits: Record<HookFamily, number>;
+  /** Body bytes being read, parsed and handled at once, all requests together (src/api/body-budget.ts). */
+  bodyBytesInFlight: number;
+  /** Time to receive a whole request (headers and body); a slower client gets 408 and its body slot back. */
+  requestTimeoutMs: number;
+  /** Open connections at once; past it new connections are closed at once. */
+  maxConnections: number;
   /** retryAfterSeconds answered by blocking hooks while Temporal cannot be reached. */
   unavailableRetryAfterSeconds: number;
 }
@@ -81,6 +95,25 @@ export class ConfigError extends Error {
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
+/**
+ * Body limits by hook family, from the largest request CAPI can send (docs/limits.md): one
+ * Cluster (etcd caps an object at 1.5 MiB) for lifecycle and plan hooks; up to six objects
+ * (current and desired Machine, infrastructure machine, bootstrap config) for in-place hooks.
+ */
+export const DEFAULT_BODY_LIMITS: Readonly<Record<HookFamily, number>> = {
+  lifecycle: 2 * 1024 * 1024,
+  'upgrade-plan': 2 * 1024 * 1024,
+  'in-place': 6 * 1024 * 1024,
+};
+/** Discovery carries nothing but apiVersion and kind. */
+export const DISCOVERY_BODY_LIMIT_BYTES = 64 * 1024;
+/** Bodies up to this size are "small" (every hook call measured from real CAPI is well under it). */
+export const SMALL_BODY_BYTES = 64 * 1024;
+/** Bytes of the in-flight budget only small bodies may take: bodies at the limit never starve them. */
+export const SMALL_BODY_RESERVE_BYTES = 1024 * 1024;
+/** ~21 heap bytes per body byte at worst: 7 MiB in flight (~150 MiB) fits beside the api's ~70 MiB in a 256 MiB old space. */
+export const DEFAULT_BODY_BYTES_IN_FLIGHT = 7 * 1024 * 1024;
+
 /** `BeforeClusterUpgrade` → `BEFORE_CLUSTER_UPGRADE`, the per-hook variable infix. */
 export function hookEnvName(hook: HookName): string {
   return defaultHandlerName(hook).replace(/-/g, '_').toUpperCase();
@@ -123,6 +156,30 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     return fallback;
   };
 
+  /** Body limits (one for every hook family when set) and the bytes in flight they need. */
+  function bodyBounds(): Pick<ServerConfig, 'bodyLimits' | 'bodyBytesInFlight'> {
+    const MiB = 1024 * 1024;
+    const given = env.HOOK_SERVER_BODY_LIMIT_BYTES
+      ? int('HOOK_SERVER_BODY_LIMIT_BYTES', DEFAULT_BODY_LIMITS['in-place'], 1024, 256 * MiB)
+      : undefined;
+    const bodyLimits: Record<HookFamily, number> = given
+      ? { lifecycle: given, 'upgrade-plan': given, 'in-place': given }
+      : { ...DEFAULT_BODY_LIMITS };
+    // Room for one body at the largest limit beside the small bodies' reserve.
+    const needed = Math.max(...Object.values(bodyLimits)) + SMALL_BODY_RESERVE_BYTES;
+    const bodyBytesInFlight = int(
+      'HOOK_SERVER_BODY_BYTES_IN_FLIGHT',
+      Math.max(DEFAULT_BODY_BYTES_IN_FLIGHT, needed),
+      64 * 1024,
+      1024 * MiB,
+    );
+    if (bodyBytesInFlight < needed)
+      problems.push(
+        `HOOK_SERVER_BODY_BYTES_IN_FLIGHT=${bodyBytesInFlight}: must be at least the largest body limit plus ${SMALL_BODY_RESERVE_BYTES} bytes (${needed})`,
+      );
+    return { bodyLimits, bodyBytesInFlight };
+  }
+
   const role = str('ROLE', 'all');
   if (role !== 'all' && role !== 'api' && role !== 'worker')
     problems.push(`ROLE=${JSON.stringify(role)}: expected all, api or worker`);
@@ -137,7 +194,9 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     ...(clientCaFile ? { clientCaFile } : {}),
     tlsReloadIntervalMs: int('TLS_RELOAD_INTERVAL_SECONDS', 10, 1, 3600) * 1000,
     insecureHttp: bool('HOOK_SERVER_INSECURE_HTTP', false),
-    bodyLimitBytes: int('HOOK_SERVER_BODY_LIMIT_BYTES', 10 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+    ...bodyBounds(),
+    requestTimeoutMs: duration('HOOK_SERVER_REQUEST_TIMEOUT', 30_000, 1_000, 300_000),
+    maxConnections: int('HOOK_SERVER_MAX_CONNECTIONS', 512, 1, 65_536),
     unavailableRetryAfterSeconds: int('HOOK_UNAVAILABLE_RETRY_AFTER_SECONDS', 30, 1, 3600),
   };
 

@@ -4,8 +4,16 @@
 // server.ts owns TLS and listen.
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import type { ServerConfig } from '../config.ts';
+import {
+  DISCOVERY_BODY_LIMIT_BYTES,
+  SMALL_BODY_BYTES,
+  SMALL_BODY_RESERVE_BYTES,
+  type ServerConfig,
+} from '../config.ts';
 import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from '../model/cluster-upgrade.ts';
+import { hookBodiesRefused, hookRequestBodyBytes } from '../ops/metrics.ts';
+import { BodyBudget, recordBodyBytes } from './body-budget.ts';
+import { HOOKS_PATH_PREFIX, hookCatalog, hookNames, type HookName } from './contract.ts';
 import { HttpError } from './errors.ts';
 import type { HookRouteOptions } from './hook-route.ts';
 import type { HookRegistry } from './registry.ts';
@@ -16,7 +24,7 @@ import { upgradePlanRoutes, type UpgradePlanHandlers } from './routes/upgrade-pl
 
 export interface HookAppOptions {
   registry: HookRegistry;
-  server: Pick<ServerConfig, 'bodyLimitBytes' | 'unavailableRetryAfterSeconds'>;
+  server: Pick<ServerConfig, 'bodyLimits' | 'bodyBytesInFlight' | 'unavailableRetryAfterSeconds'>;
   lifecycle: LifecycleHandlers;
   upgradePlan: UpgradePlanHandlers;
   inPlace: InPlaceHandlers;
@@ -34,7 +42,43 @@ const reasons: Record<number, string> = {
   405: 'MethodNotAllowed',
   413: 'PayloadTooLarge',
   415: 'UnsupportedMediaType',
+  503: 'ServiceUnavailable',
 };
+
+/** How long a body waits for room in the budget before it is refused with 503. */
+const BODY_WAIT_MS = 2_000;
+/** What a refused-for-now caller is told (CAPI's client ignores it; its controller requeues with backoff). */
+const BUSY_RETRY_AFTER_SECONDS = 1;
+
+/**
+ * A body declared larger than its limit is still read (and dropped) up to this size before the 413,
+ * as Go's server does: closing with unread input resets the connection, and the client may lose
+ * the answer. The request timeout bounds how long that takes.
+ */
+const LINGER_MAX_BYTES = 32 * 1024 * 1024;
+
+async function discard(payload: NodeJS.ReadableStream): Promise<void> {
+  try {
+    for await (const _chunk of payload) {
+      // dropped
+    }
+  } catch {
+    // The client went away or timed out: the 413 goes nowhere either way.
+  }
+}
+
+/** The hook a route serves (`Discovery` for discovery), from its URL; undefined for other routes. */
+function hookOfUrl(url: string): HookName | 'Discovery' | undefined {
+  if (url === `${HOOKS_PATH_PREFIX}/discovery`) return 'Discovery';
+  return hookNames.find((h) => url.startsWith(`${HOOKS_PATH_PREFIX}/${h.toLowerCase()}/`));
+}
+
+function declaredLength(request: FastifyRequest): number | undefined {
+  const header = request.headers['content-length'];
+  if (header === undefined) return undefined;
+  const n = Number(header);
+  return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
+}
 
 function errorBody(statusCode: number, message: string, field?: string): ErrorBody {
   return { error: reasons[statusCode] ?? 'InternalServerError', message, ...(field ? { field } : {}) };
@@ -56,6 +100,10 @@ function validationMessage(error: FastifyError): { message: string; field: strin
   const first = error.validation?.[0];
   if (!first) return { message: error.message, field: 'body' };
   const field = fieldOf(first.instancePath, first.params.missingProperty);
+  // A map key out of bounds (propertyNames): name the key, cut to a readable length.
+  const key = (first as { propertyName?: unknown }).propertyName;
+  if (typeof key === 'string')
+    return { message: `${field}: key ${JSON.stringify(key.slice(0, 64))}: ${first.message ?? 'is invalid'}`, field };
   if (first.keyword === 'required') return { message: `${field}: required field is missing`, field };
   if (first.keyword === 'pattern') {
     const expected = namePatterns[String(first.params.pattern)];
@@ -66,11 +114,59 @@ function validationMessage(error: FastifyError): { message: string; field: strin
   return { message: `${field}: ${first.message ?? 'is invalid'}`, field };
 }
 
+function tooLarge(limit: number): HttpError {
+  return new HttpError(413, `request body is larger than the limit of ${limit} bytes (HOOK_SERVER_BODY_LIMIT_BYTES)`);
+}
+
 const hookApp: FastifyPluginAsync<HookAppOptions> = async (app: FastifyInstance, opts) => {
+  const limits = opts.server.bodyLimits;
+  // Each route's body limit from its hook family: what CAPI can send it (docs/limits.md).
+  app.addHook('onRoute', (route) => {
+    const hook = hookOfUrl(route.url ?? route.path);
+    if (!hook) return;
+    route.config = { ...route.config, hook };
+    route.bodyLimit = hook === 'Discovery' ? DISCOVERY_BODY_LIMIT_BYTES : limits[hookCatalog[hook].family];
+  });
+  const routeLimit = (request: FastifyRequest) => request.routeOptions.bodyLimit ?? DISCOVERY_BODY_LIMIT_BYTES;
+  const hookLabel = (request: FastifyRequest) =>
+    (request.routeOptions.config as { hook?: string } | undefined)?.hook ?? 'none';
+
+  const budget = new BodyBudget({
+    totalBytes: opts.server.bodyBytesInFlight,
+    smallBodyBytes: SMALL_BODY_BYTES,
+    smallReserve: SMALL_BODY_RESERVE_BYTES,
+    waitMs: BODY_WAIT_MS,
+  });
+  // Before a byte of the body is read: too large → 413 at once; no room → wait, then 503.
+  // The reservation lasts until the response closes (sent, or the connection gone, as after
+  // the request timeout), so a slow or idle client holds it no longer than that.
+  app.addHook('preParsing', async (request, reply, payload) => {
+    const declared = declaredLength(request);
+    const chunked = request.headers['transfer-encoding'] !== undefined;
+    if (!chunked && !declared) return payload;
+    const limit = routeLimit(request);
+    if (declared !== undefined && declared > limit) {
+      // Read and drop a moderately large body first (nothing is kept: no reservation), so the
+      // client reads the 413 instead of a reset; past LINGER_MAX_BYTES the connection just closes.
+      if (declared <= LINGER_MAX_BYTES) await discard(payload);
+      throw tooLarge(limit);
+    }
+    const release = await budget.acquire(declared ?? limit);
+    if (!release) {
+      void reply.header('retry-after', String(BUSY_RETRY_AFTER_SECONDS));
+      throw new HttpError(503, 'too many request bodies in flight; retry shortly (HOOK_SERVER_BODY_BYTES_IN_FLIGHT)');
+    }
+    reply.raw.once('close', release);
+    return payload;
+  });
+
   // CAPI's client sets no Content-Type: every body is read as JSON.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: opts.server.bodyLimitBytes }, (_req, body, done) => {
-    const text = typeof body === 'string' ? body : body.toString('utf8');
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
+    const bytes = body.length;
+    recordBodyBytes(request, bytes);
+    hookRequestBodyBytes.observe({ hook: hookLabel(request) }, bytes);
+    const text = body.toString('utf8');
     if (text.trim() === '') return done(new HttpError(400, 'request body is empty; expected a JSON object'), undefined);
     try {
       done(null, JSON.parse(text));
@@ -81,6 +177,8 @@ const hookApp: FastifyPluginAsync<HookAppOptions> = async (app: FastifyInstance,
 
   /** A request we refuse: answered with the reason, and logged so an operator sees why CAPI's call failed. */
   const reject = (request: FastifyRequest, reply: FastifyReply, status: number, message: string, field?: string) => {
+    if (status === 413 || status === 503)
+      hookBodiesRefused.inc({ hook: hookLabel(request), reason: status === 413 ? 'too_large' : 'busy' });
     request.log.warn(
       { statusCode: status, url: request.url.split('?')[0], reason: message, field },
       'request rejected',
@@ -99,12 +197,8 @@ const hookApp: FastifyPluginAsync<HookAppOptions> = async (app: FastifyInstance,
     }
     if (error instanceof HttpError) return reject(request, reply, error.statusCode, error.message, error.field);
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      return reject(
-        request,
-        reply,
-        413,
-        `request body is larger than the limit of ${opts.server.bodyLimitBytes} bytes`,
-      );
+      const { statusCode, message } = tooLarge(routeLimit(request));
+      return reject(request, reply, statusCode, message);
     }
     const status = error.statusCode ?? 500;
     if (status >= 400 && status < 500) return reject(request, reply, status, error.message);

@@ -25,7 +25,9 @@ import {
   CLUSTER_UPGRADE_MEMO_KEY,
   clusterUpgradeWorkflowId,
   gateKey,
+  MAX_GATES_PER_UPGRADE,
   queuedGate,
+  tooManyGatesMessage,
   type ClusterRef,
   type ClusterUpgradeInput,
   type ClusterUpgradeMemo,
@@ -84,6 +86,8 @@ function answer(gate: Gate): RetryResult {
   if (gate.state === 'Failed') return { status: 'Failure', message: gate.message, retryAfterSeconds: 0 };
   return { status: 'Success', message: gate.message, retryAfterSeconds: Math.max(1, gate.retryAfterSeconds) };
 }
+
+const gateCount = (memo: ClusterUpgradeMemo): number => Object.keys(memo.gates).length;
 
 const failure = (message: string): RetryResult => ({ status: 'Failure', message, retryAfterSeconds: 0 });
 
@@ -224,7 +228,11 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
   const answerFresh = async (workflowId: string, call: HookCall): Promise<RetryResult> => {
     const again = (await views.fresh(workflowId))?.memo as ClusterUpgradeMemo | undefined;
     if (again?.halted) return failure(again.halted);
-    return answer(again?.gates[gateKey(call.hook, call.version)] ?? queuedGate(call));
+    const gate = again?.gates[gateKey(call.hook, call.version)];
+    // Refused because the upgrade holds all the gates it may: never "queued" for ever.
+    if (!gate && again?.targetVersion === call.targetVersion && gateCount(again) >= MAX_GATES_PER_UPGRADE)
+      return failure(tooManyGatesMessage(call));
+    return answer(gate ?? queuedGate(call));
   };
 
   /** Answers from what is kept (`kept`) or from a describe made now (`fresh`). */
@@ -276,6 +284,8 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       if (memo.halted) return failure(memo.halted);
       const gate = memo.gates[key];
       if (gate) return answer(gate);
+      // The workflow would refuse it (its validator): answer so without the round trip.
+      if (gateCount(memo) >= MAX_GATES_PER_UPGRADE) return failure(tooManyGatesMessage(call));
     }
     try {
       views.invalidate(workflowId);

@@ -5,33 +5,66 @@
 // open (additionalProperties) because CAPI sends whole Cluster/Machine objects
 // whose fields grow between releases; only what we read is required.
 import { Type, type Static, type TSchema } from 'typebox';
-import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from '../model/cluster-upgrade.ts';
+import { DNS1123_LABEL, DNS1123_SUBDOMAIN, MAX_UPGRADE_STEPS } from '../model/cluster-upgrade.ts';
 
 export const HOOKS_API_VERSION = 'hooks.runtime.cluster.x-k8s.io/v1alpha1';
 export const HOOKS_PATH_PREFIX = `/${HOOKS_API_VERSION}`;
 
 const open = { additionalProperties: true } as const;
-const NonEmpty = Type.String({ minLength: 1 });
+
+/**
+ * String and list bounds (docs/limits.md): what Kubernetes and CAPI themselves allow, so a
+ * request CAPI sends always passes, while nothing longer reaches a workflow id, a Temporal
+ * payload, a memo or a log line. Too long → 400 naming the field.
+ */
+export const LIMITS = {
+  /** CAPI's own bound on a Kubernetes version (spec.topology.version, Machine spec.version). */
+  version: 256,
+  /** metadata.uid: a UUID (36) in practice. */
+  uid: 128,
+  /** A qualified label or annotation key: a DNS subdomain prefix (253), "/" and a name (63). */
+  metadataKey: 317,
+  labelValue: 63,
+  /** Kubernetes caps all annotations of an object at 256 KiB together. */
+  annotationValue: 256 * 1024,
+  /** ExtensionConfig spec.settings: ours are a few dozen short keys; a version catalog is the longest value. */
+  settingsCount: 128,
+  settingKey: 253,
+  settingValue: 64 * 1024,
+  /** Upgrade steps per list: one per minor version (the gates one upgrade keeps follow from it). */
+  upgradeSteps: MAX_UPGRADE_STEPS,
+  /** Any other string we read (kinds, apiVersions, names of referenced objects). */
+  shortString: 1024,
+} as const;
+
+/** map[string]string with bounded keys (propertyNames: a Record's key schema bounds nothing), values and count. */
+const StringMap = (keyLength: number, valueLength: number, count?: number) =>
+  Type.Record(Type.String(), Type.String({ maxLength: valueLength }), {
+    propertyNames: { maxLength: keyLength },
+    ...(count !== undefined ? { maxProperties: count } : {}),
+  });
+const Short = Type.String({ maxLength: LIMITS.shortString });
+const Version = Type.String({ minLength: 1, maxLength: LIMITS.version });
 
 // Kubernetes names: validated here so workflow ids built from them are unambiguous (neither holds `/`).
 const ObjectMeta = Type.Object(
   {
     name: Type.String({ pattern: DNS1123_SUBDOMAIN.source }),
     namespace: Type.String({ pattern: DNS1123_LABEL.source }),
-    uid: Type.Optional(NonEmpty),
-    labels: Type.Optional(Type.Record(Type.String(), Type.String())),
-    annotations: Type.Optional(Type.Record(Type.String(), Type.String())),
+    uid: Type.Optional(Type.String({ minLength: 1, maxLength: LIMITS.uid })),
+    labels: Type.Optional(StringMap(LIMITS.metadataKey, LIMITS.labelValue)),
+    annotations: Type.Optional(StringMap(LIMITS.metadataKey, LIMITS.annotationValue)),
   },
   open,
 );
 
 export const ClusterSchema = Type.Object(
   {
-    apiVersion: Type.Optional(Type.String()),
-    kind: Type.Optional(Type.String()),
+    apiVersion: Type.Optional(Short),
+    kind: Type.Optional(Short),
     metadata: ObjectMeta,
     spec: Type.Optional(
-      Type.Object({ topology: Type.Optional(Type.Object({ version: Type.Optional(Type.String()) }, open)) }, open),
+      Type.Object({ topology: Type.Optional(Type.Object({ version: Type.Optional(Version) }, open)) }, open),
     ),
   },
   open,
@@ -40,24 +73,24 @@ export type Cluster = Static<typeof ClusterSchema>;
 
 const MachineSpec = Type.Object(
   {
-    clusterName: Type.Optional(Type.String()),
-    version: Type.Optional(Type.String()),
+    clusterName: Type.Optional(Short),
+    version: Type.Optional(Version),
     /** The bootstrap config (KubeadmConfig) the machine uses: where an update reads its files. */
     bootstrap: Type.Optional(
-      Type.Object({ configRef: Type.Optional(Type.Object({ name: Type.Optional(Type.String()) }, open)) }, open),
+      Type.Object({ configRef: Type.Optional(Type.Object({ name: Type.Optional(Short) }, open)) }, open),
     ),
   },
   open,
 );
 export const MachineSchema = Type.Object(
   {
-    apiVersion: Type.Optional(Type.String()),
-    kind: Type.Optional(Type.String()),
+    apiVersion: Type.Optional(Short),
+    kind: Type.Optional(Short),
     metadata: ObjectMeta,
     spec: MachineSpec,
     /** The node, once the Machine has one: the delegate executor's agent check looks for it. */
     status: Type.Optional(
-      Type.Object({ nodeRef: Type.Optional(Type.Object({ name: Type.Optional(Type.String()) }, open)) }, open),
+      Type.Object({ nodeRef: Type.Optional(Type.Object({ name: Type.Optional(Short) }, open)) }, open),
     ),
   },
   open,
@@ -66,13 +99,10 @@ export type Machine = Static<typeof MachineSchema>;
 
 export const MachineSetSchema = Type.Object(
   {
-    apiVersion: Type.Optional(Type.String()),
-    kind: Type.Optional(Type.String()),
+    apiVersion: Type.Optional(Short),
+    kind: Type.Optional(Short),
     metadata: ObjectMeta,
-    spec: Type.Object(
-      { clusterName: Type.Optional(Type.String()), template: Type.Object({ spec: MachineSpec }, open) },
-      open,
-    ),
+    spec: Type.Object({ clusterName: Type.Optional(Short), template: Type.Object({ spec: MachineSpec }, open) }, open),
   },
   open,
 );
@@ -81,18 +111,18 @@ export type MachineSet = Static<typeof MachineSetSchema>;
 /** runtime.RawExtension: any Kubernetes object (infrastructure machines, bootstrap configs, templates). */
 export const RawObjectSchema = Type.Object(
   {
-    apiVersion: Type.Optional(Type.String()),
-    kind: Type.Optional(Type.String()),
-    metadata: Type.Optional(Type.Object({ name: Type.Optional(Type.String()) }, open)),
+    apiVersion: Type.Optional(Short),
+    kind: Type.Optional(Short),
+    metadata: Type.Optional(Type.Object({ name: Type.Optional(Short) }, open)),
     spec: Type.Optional(Type.Unknown()),
   },
   open,
 );
 export type RawObject = Static<typeof RawObjectSchema>;
 
-export const UpgradeStepSchema = Type.Object({ version: NonEmpty }, open);
+export const UpgradeStepSchema = Type.Object({ version: Version }, open);
 export type UpgradeStep = Static<typeof UpgradeStepSchema>;
-const UpgradeSteps = Type.Optional(Type.Array(UpgradeStepSchema));
+const UpgradeSteps = Type.Optional(Type.Array(UpgradeStepSchema, { maxItems: LIMITS.upgradeSteps }));
 
 export const PatchSchema = Type.Object({
   patchType: Type.Union([Type.Literal('JSONPatch'), Type.Literal('JSONMergePatch')]),
@@ -129,14 +159,14 @@ function hook<R extends Record<string, TSchema>, S extends Record<string, TSchem
 const clusterOnly = { cluster: ClusterSchema };
 const upgradeWindow = {
   cluster: ClusterSchema,
-  fromKubernetesVersion: NonEmpty,
-  toKubernetesVersion: NonEmpty,
+  fromKubernetesVersion: Version,
+  toKubernetesVersion: Version,
   controlPlaneUpgrades: UpgradeSteps,
   workersUpgrades: UpgradeSteps,
 };
 const upgradePoint = {
   cluster: ClusterSchema,
-  kubernetesVersion: NonEmpty,
+  kubernetesVersion: Version,
   controlPlaneUpgrades: UpgradeSteps,
   workersUpgrades: UpgradeSteps,
 };
@@ -218,7 +248,7 @@ export const hookCatalog = {
     family: 'lifecycle',
     shape: 'retry',
     blocking: true,
-    request: { cluster: ClusterSchema, kubernetesVersion: NonEmpty },
+    request: { cluster: ClusterSchema, kubernetesVersion: Version },
     response: {},
     defaultFailurePolicy: 'Fail',
   }),
@@ -236,9 +266,9 @@ export const hookCatalog = {
     blocking: false,
     request: {
       cluster: ClusterSchema,
-      fromControlPlaneKubernetesVersion: NonEmpty,
-      fromWorkersKubernetesVersion: Type.Optional(NonEmpty),
-      toKubernetesVersion: NonEmpty,
+      fromControlPlaneKubernetesVersion: Version,
+      fromWorkersKubernetesVersion: Type.Optional(Version),
+      toKubernetesVersion: Version,
     },
     response: { controlPlaneUpgrades: UpgradeSteps, workersUpgrades: UpgradeSteps },
     defaultFailurePolicy: 'Fail',
@@ -288,7 +318,7 @@ function requestObject<N extends HookName, R extends Record<string, TSchema>>(na
     {
       apiVersion: Type.Literal(HOOKS_API_VERSION),
       kind: Type.Literal(`${name}Request` as `${N}Request`),
-      settings: Type.Optional(Type.Record(Type.String(), Type.String())),
+      settings: Type.Optional(StringMap(LIMITS.settingKey, LIMITS.settingValue, LIMITS.settingsCount)),
       ...fields,
     },
     open,

@@ -20,6 +20,7 @@ import { capiMessage } from '../model/cluster-upgrade.ts';
 import { hookBudgetMs, parseGoDuration } from './deadline.ts';
 import { BackendUnavailable, HookFailure, HttpError } from './errors.ts';
 import type { HookRegistry } from './registry.ts';
+import { bodyBytesOf } from './body-budget.ts';
 
 export interface HookContext {
   hook: HookName;
@@ -171,6 +172,7 @@ export function registerHook<H extends HookName>(
           message: response.message,
           retryAfterSeconds: (response as { retryAfterSeconds?: number }).retryAfterSeconds,
           durationMs: Math.round(performance.now() - started),
+          bodyBytes: bodyBytesOf(request),
         },
         'hook answered',
       );

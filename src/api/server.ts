@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Server as HttpsServer } from 'node:https';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
-import type { ServerConfig } from '../config.ts';
+import { DISCOVERY_BODY_LIMIT_BYTES, type ServerConfig } from '../config.ts';
 import hookApp, { type HookAppOptions } from './app.ts';
 import { readTlsMaterial, watchCertificates, type CertificateReloader } from './tls.ts';
 
@@ -21,6 +21,19 @@ export interface StartHookServerOptions {
   app: Omit<HookAppOptions, 'server'>;
 }
 
+/**
+ * Node's own bounds on a connection: headers within 10 s (a slowloris never reaches the body
+ * budget), the whole request within requestTimeoutMs (checked every second, not every 30 s, so a
+ * slow body gives its reservation back on time), the TLS handshake within 10 s.
+ */
+function connectionLimits(server: ServerConfig) {
+  return {
+    headersTimeout: Math.min(10_000, server.requestTimeoutMs),
+    connectionsCheckingInterval: 1_000,
+    handshakeTimeout: 10_000,
+  };
+}
+
 export async function startHookServer(opts: StartHookServerOptions): Promise<HookServer> {
   const { server } = opts;
   const tlsFiles = {
@@ -32,7 +45,9 @@ export async function startHookServer(opts: StartHookServerOptions): Promise<Hoo
     logger: { level: opts.logLevel ?? 'info', redact: ['req.headers.authorization'] },
     // The hook layer logs one line per call with what matters; no per-request noise.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
-    bodyLimit: server.bodyLimitBytes,
+    // Hook routes set their own (app.ts); anything else needs no body.
+    bodyLimit: DISCOVERY_BODY_LIMIT_BYTES,
+    requestTimeout: server.requestTimeoutMs,
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && given.length <= 128 ? given : randomUUID();
@@ -42,11 +57,12 @@ export async function startHookServer(opts: StartHookServerOptions): Promise<Hoo
   };
   let app: FastifyInstance;
   if (server.insecureHttp) {
-    app = Fastify(common);
+    app = Fastify({ ...common, http: connectionLimits(server) });
   } else {
     app = Fastify({
       ...common,
       https: {
+        ...connectionLimits(server),
         ...readTlsMaterial(tlsFiles),
         // Mutual TLS when a client CA is configured: no valid client certificate, no handshake.
         ...(server.clientCaFile ? { requestCert: true, rejectUnauthorized: true } : {}),
@@ -54,6 +70,7 @@ export async function startHookServer(opts: StartHookServerOptions): Promise<Hoo
       },
     }) as unknown as FastifyInstance;
   }
+  app.server.maxConnections = server.maxConnections;
   await app.register(hookApp, { ...opts.app, server });
   let reloader: CertificateReloader | undefined;
   if (!server.insecureHttp) {

@@ -72,6 +72,25 @@ export function gateKey(hook: UpgradeHook, version: string): string {
   return `${hook}@${version}`;
 }
 
+/**
+ * Upgrade steps one hook request may list (controlPlaneUpgrades, workersUpgrades): one per minor
+ * version, as many as GenerateUpgradePlan plans at most (MAX_PLAN_MINORS in domain/upgrade-plan.ts).
+ */
+export const MAX_UPGRADE_STEPS = 64;
+
+/**
+ * Gates one upgrade keeps (memo, status, queue): BeforeClusterUpgrade and AfterClusterUpgrade, and
+ * a Before and an After gate per control-plane and per workers step. A call for the same target
+ * past it is refused before it reaches history, so no input grows the memo past this (~150 bytes
+ * a gate). A call for a new target still supersedes (its run starts with no gates).
+ */
+export const MAX_GATES_PER_UPGRADE = 2 + 4 * MAX_UPGRADE_STEPS;
+
+/** What a call answers once its upgrade holds MAX_GATES_PER_UPGRADE gates (deterministic: CAPI copies it). */
+export function tooManyGatesMessage(call: Pick<HookCall, 'hook' | 'version' | 'targetVersion'>): string {
+  return `${call.hook} ${call.version}: the upgrade to ${call.targetVersion} already holds ${MAX_GATES_PER_UPGRADE} hook calls, the most one upgrade may; terminate its workflow to start it over`;
+}
+
 /** How often CAPI should come back while a gate is closed. */
 export const GATE_RETRY_AFTER_SECONDS = 10;
 

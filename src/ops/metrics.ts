@@ -22,6 +22,22 @@ export const hookRequestDuration = new Histogram({
   registers: [registry],
 });
 
+export const hookRequestBodyBytes = new Histogram({
+  name: 'capi_upgrade_hook_request_body_bytes',
+  help: 'Size of each hook request body read (Discovery included), by hook: what HOOK_SERVER_BODY_LIMIT_BYTES is sized from (docs/limits.md).',
+  labelNames: ['hook'] as const,
+  // 1 KiB to 16 MiB by 4×: real CAPI calls sit in the first few buckets.
+  buckets: [1024, 4096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304, 16_777_216],
+  registers: [registry],
+});
+
+export const hookBodiesRefused = new Counter({
+  name: 'capi_upgrade_hook_bodies_refused_total',
+  help: 'Hook requests refused for their body, by hook and reason (too_large: 413 over the limit; busy: 503, no room among the body bytes in flight).',
+  labelNames: ['hook', 'reason'] as const,
+  registers: [registry],
+});
+
 export type TemporalCallResult = 'ok' | 'not_found' | 'refused' | 'unavailable' | 'error';
 
 export const temporalRequestDuration = new Histogram({

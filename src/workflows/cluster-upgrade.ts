@@ -17,7 +17,7 @@ import {
 } from '@temporalio/workflow';
 import type { UpgradeActivities } from '../activities/upgrade-types.ts';
 import type { ClusterUpgradeInput, ClusterUpgradeStatus } from '../model/cluster-upgrade.ts';
-import { gateKey } from '../model/cluster-upgrade.ts';
+import { gateKey, tooManyGatesMessage } from '../model/cluster-upgrade.ts';
 import { clusterUpgradeWorkflowV1 } from './legacy/cluster-upgrade-v1.ts';
 import {
   abortSignal,
@@ -66,6 +66,8 @@ export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promis
     validator: (call) => {
       // Rejected updates leave no trace in history: repeats cost nothing.
       if (!s.isNew(call)) throw new Error(`${call.hook} ${call.version} is already recorded`);
+      // Bounded memo: validators do not run on replay and a refusal adds no event, so no patch is needed.
+      if (s.full(call)) throw new Error(tooManyGatesMessage(call));
     },
   });
   setHandler(abortSignal, (arg) => s.onAbort(arg));

@@ -115,8 +115,9 @@ describe('GenerateUpgradePlan over HTTPS', () => {
 
   it('answers huge targets with a Failure at once while another hook keeps answering', async () => {
     // On main `v1.30000000.0` held the event loop for 15 s and `v1.9007199254740991.0` never returned.
-    const huge = ['v1.30000000.0', 'v1.9007199254740991.0', `v1.${'9'.repeat(400)}.0`];
-    const SHOWN_400 = `v1.${'9'.repeat(29)}…(405 characters)`;
+    // The longest version the schema lets through is 256 characters (CAPI's own bound).
+    const huge = ['v1.30000000.0', 'v1.9007199254740991.0', `v1.${'9'.repeat(250)}.0`];
+    const SHOWN_LONG = `v1.${'9'.repeat(29)}…(255 characters)`;
     const timed = async <T>(f: () => Promise<T>) => {
       const started = performance.now();
       const value = await f();
@@ -144,7 +145,7 @@ describe('GenerateUpgradePlan over HTTPS', () => {
       'the upgrade from v1.30.5 to v1.9007199254740991.0 spans 9007199254740961 minor versions; at most 64 are planned in one upgrade',
     );
     expect(plans[2]?.value.message).toBe(
-      `cannot plan an upgrade from v1.30.5 (workers v1.30.5) to ${SHOWN_400}: target: invalid Kubernetes version "${SHOWN_400}": minor number ${'9'.repeat(20)}…(400 digits) is out of range (at most 18446744073709551615)`,
+      `cannot plan an upgrade from v1.30.5 (workers v1.30.5) to ${SHOWN_LONG}: target: invalid Kubernetes version "${SHOWN_LONG}": minor number ${'9'.repeat(20)}…(250 digits) is out of range (at most 18446744073709551615)`,
     );
     expect(plans.every((p) => p.value.controlPlaneUpgrades === undefined)).toBe(true);
     expect(other.value.statusCode).toBe(200);
@@ -154,5 +155,21 @@ describe('GenerateUpgradePlan over HTTPS', () => {
 
     // And the same answer again: the Failure is stable.
     expect(await call(planRequest('v1.30.5', 'v1.30000000.0', { workers: 'v1.30.5' }))).toEqual(plans[0]?.value);
+  });
+
+  it('refuses a version longer than 256 characters with 400 naming the field, before any planning', async () => {
+    const res = await callHook(
+      t.url,
+      hookPath('GenerateUpgradePlan', defaultHandlerName('GenerateUpgradePlan')),
+      planRequest('v1.30.5', `v1.${'9'.repeat(400)}.0`, { workers: 'v1.30.5' }),
+      { ca: t.ca.certPem },
+    );
+    expect(res.statusCode).toBe(400);
+    expect(res.body).toEqual({
+      error: 'BadRequest',
+      // The request names the target twice; the Cluster's comes first.
+      field: 'cluster.spec.topology.version',
+      message: 'cluster.spec.topology.version: must NOT have more than 256 characters',
+    });
   });
 });

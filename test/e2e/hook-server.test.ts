@@ -7,6 +7,7 @@ import Value from 'typebox/value';
 import {
   DiscoveryResponseSchema,
   HOOKS_API_VERSION,
+  LIMITS,
   hookCatalog,
   hookNames,
   responseSchema,
@@ -26,7 +27,7 @@ const pathOf = (hook: HookName) => hookPath(hook, defaultHandlerName(hook));
 describe('hook server over HTTPS', () => {
   let t: TestHookServer;
   beforeAll(async () => {
-    t = await startTestHookServer({ env: { HOOK_SERVER_BODY_LIMIT_BYTES: String(64 * 1024) } });
+    t = await startTestHookServer({ env: { HOOK_SERVER_BODY_LIMIT_BYTES: String(128 * 1024) } });
   });
   afterAll(async () => t.close());
 
@@ -192,11 +193,104 @@ describe('hook server over HTTPS', () => {
       expect(disc.statusCode).toBe(405);
     });
 
-    it('answers a body over the limit with 413', async () => {
-      const body = { ...valid(), padding: 'x'.repeat(70 * 1024) };
+    it('answers a body over the limit with 413 naming the limit', async () => {
+      const body = { ...valid(), padding: 'x'.repeat(130 * 1024) };
       const res = await callHook(t.url, path, body, { ca: t.ca.certPem });
       expect(res.statusCode).toBe(413);
-      expect(res.body.error).toBe('PayloadTooLarge');
+      expect(res.body).toEqual({
+        error: 'PayloadTooLarge',
+        message: 'request body is larger than the limit of 131072 bytes (HOOK_SERVER_BODY_LIMIT_BYTES)',
+      });
+    });
+
+    it('answers a discovery body over its own 64 KiB limit with 413, whatever the hooks allow', async () => {
+      const res = await callHook(
+        t.url,
+        DISCOVERY_PATH,
+        { ...discoveryRequest, pad: 'x'.repeat(65 * 1024) },
+        {
+          ca: t.ca.certPem,
+        },
+      );
+      expect(res.statusCode).toBe(413);
+      expect(res.body.message).toBe(
+        'request body is larger than the limit of 65536 bytes (HOOK_SERVER_BODY_LIMIT_BYTES)',
+      );
+    });
+
+    // Bounds Kubernetes and CAPI themselves enforce (LIMITS in src/api/contract.ts): past them, 400 naming the field.
+    const tooLong: [string, (body: Record<string, unknown>) => void, string, RegExp][] = [
+      [
+        'a version',
+        (b) => (b.toKubernetesVersion = `v1.33.0+${'x'.repeat(LIMITS.version)}`),
+        'toKubernetesVersion',
+        /must NOT have more than 256 characters/,
+      ],
+      [
+        'an upgrade step version',
+        (b) => (b.controlPlaneUpgrades = [{ version: 'v'.repeat(LIMITS.version + 1) }]),
+        'controlPlaneUpgrades.0.version',
+        /must NOT have more than 256 characters/,
+      ],
+      [
+        'the list of upgrade steps',
+        (b) =>
+          (b.controlPlaneUpgrades = Array.from({ length: LIMITS.upgradeSteps + 1 }, (_, i) => ({
+            version: `v1.${i}.0`,
+          }))),
+        'controlPlaneUpgrades',
+        /must NOT have more than 64 items/,
+      ],
+      [
+        'the cluster uid',
+        (b) => ((b.cluster as { metadata: { uid: string } }).metadata.uid = 'u'.repeat(LIMITS.uid + 1)),
+        'cluster.metadata.uid',
+        /must NOT have more than 128 characters/,
+      ],
+      [
+        'a label value',
+        (b) => ((b.cluster as { metadata: { labels: object } }).metadata.labels = { team: 'x'.repeat(64) }),
+        'cluster.metadata.labels.team',
+        /must NOT have more than 63 characters/,
+      ],
+      [
+        'an annotation key',
+        (b) => ((b.cluster as { metadata: { annotations: object } }).metadata.annotations = { ['k'.repeat(318)]: 'v' }),
+        'cluster.metadata.annotations',
+        /key "k{64}": must NOT have more than 317 characters/,
+      ],
+      [
+        'a settings value',
+        (b) => (b.settings = { kubernetesVersions: 'x'.repeat(LIMITS.settingValue + 1) }),
+        'settings.kubernetesVersions',
+        /must NOT have more than 65536 characters/,
+      ],
+      [
+        'the number of settings',
+        (b) =>
+          (b.settings = Object.fromEntries(Array.from({ length: LIMITS.settingsCount + 1 }, (_, i) => [`s${i}`, 'v']))),
+        'settings',
+        /must NOT have more than 128 properties/,
+      ],
+    ];
+    it.each(tooLong)('rejects %s past its bound with 400 naming the field', async (_what, mutate, field, message) => {
+      const body = valid();
+      mutate(body);
+      const res = await callHook(t.url, path, body, { ca: t.ca.certPem });
+      expect(res.statusCode).toBe(400);
+      expect(res.body.field).toBe(field);
+      expect(res.body.message).toMatch(new RegExp(`^${field.replace(/\./g, '\\.')}: `));
+      expect(res.body.message).toMatch(message);
+    });
+
+    it('accepts every bound at its limit (what CAPI may send passes)', async () => {
+      const body = valid();
+      const cluster = body.cluster as { metadata: Record<string, unknown> };
+      cluster.metadata.uid = 'u'.repeat(LIMITS.uid);
+      cluster.metadata.labels = { ['k'.repeat(LIMITS.metadataKey)]: 'v'.repeat(LIMITS.labelValue) };
+      body.settings = Object.fromEntries(Array.from({ length: LIMITS.settingsCount }, (_, i) => [`s${i}`, 'v']));
+      const res = await callHook(t.url, path, body, { ca: t.ca.certPem });
+      expect(res.statusCode).toBe(200);
     });
 
     it('keeps serving after all of the above', async () => {

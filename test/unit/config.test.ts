@@ -11,13 +11,32 @@ describe('parseConfig', () => {
       certFile: '/tmp/k8s-webhook-server/serving-certs/tls.crt',
       keyFile: '/tmp/k8s-webhook-server/serving-certs/tls.key',
       insecureHttp: false,
-      bodyLimitBytes: 10 * 1024 * 1024,
+      bodyLimits: { lifecycle: 2 * 1024 * 1024, 'upgrade-plan': 2 * 1024 * 1024, 'in-place': 6 * 1024 * 1024 },
+      bodyBytesInFlight: 7 * 1024 * 1024,
+      requestTimeoutMs: 30_000,
+      maxConnections: 512,
     });
     expect(c.server.clientCaFile).toBeUndefined();
     expect(c.ops).toEqual({ host: '0.0.0.0', port: 8080 });
     expect(c.temporalSdkMetricsAddress).toBeUndefined();
     expect(c.handlers).toHaveLength(13);
     expect(c.handlers.every((h) => h.enabled && h.timeoutSeconds === 10)).toBe(true);
+  });
+
+  it('applies HOOK_SERVER_BODY_LIMIT_BYTES to every hook family and grows the bytes in flight with it', () => {
+    const c = parseConfig({ HOOK_SERVER_BODY_LIMIT_BYTES: String(16 * 1024 * 1024) });
+    expect(c.server.bodyLimits).toEqual({
+      lifecycle: 16 * 1024 * 1024,
+      'upgrade-plan': 16 * 1024 * 1024,
+      'in-place': 16 * 1024 * 1024,
+    });
+    expect(c.server.bodyBytesInFlight).toBe(17 * 1024 * 1024);
+    expect(() =>
+      parseConfig({
+        HOOK_SERVER_BODY_LIMIT_BYTES: String(4 * 1024 * 1024),
+        HOOK_SERVER_BODY_BYTES_IN_FLIGHT: String(4 * 1024 * 1024),
+      }),
+    ).toThrow(/HOOK_SERVER_BODY_BYTES_IN_FLIGHT=4194304: must be at least the largest body limit plus 1048576 bytes/);
   });
 
   it('reports every bad variable at once, by name', () => {

@@ -10,6 +10,7 @@ import {
   failedMessage,
   gateKey,
   GATE_RETRY_AFTER_SECONDS,
+  MAX_GATES_PER_UPGRADE,
   queuedGate,
   type AbortInput,
   type ClusterUpgradeInput,
@@ -242,6 +243,13 @@ export class UpgradeState {
   }
 
   // ---- messages from outside ------------------------------------------------------------
+
+  /** No room for `call`'s gate (MAX_GATES_PER_UPGRADE); a new target supersedes whatever the count. */
+  full(call: HookCall): boolean {
+    return (
+      call.targetVersion === this.status.targetVersion && Object.keys(this.status.gates).length >= MAX_GATES_PER_UPGRADE
+    );
+  }
 
   isNew(call: HookCall): boolean {
     if (call.targetVersion !== this.status.targetVersion) return this.superseding?.targetVersion !== call.targetVersion;

@@ -19,6 +19,8 @@ import { parseMaintenanceWindow, windowState } from '../../domain/maintenance-wi
 import {
   CLUSTER_UPGRADE_MEMO_KEY,
   gateKey,
+  MAX_GATES_PER_UPGRADE,
+  tooManyGatesMessage,
   GATE_RETRY_AFTER_SECONDS,
   queuedGate,
   type ClusterUpgradeInput,
@@ -152,6 +154,8 @@ export async function clusterUpgradeWorkflowV1(input: ClusterUpgradeInput): Prom
     validator: (call: HookCall) => {
       // Rejected updates leave no trace in history: repeats cost nothing.
       if (!isNew(call)) throw new Error(`${call.hook} ${call.version} is already recorded`);
+      if (call.targetVersion === status.targetVersion && Object.keys(status.gates).length >= MAX_GATES_PER_UPGRADE)
+        throw new Error(tooManyGatesMessage(call));
     },
   });
   setHandler(abortSignal, (arg) => {

@@ -1,0 +1,209 @@
+// Issue 26 item 4, the api half: whatever arrives, the process started as the
+// image starts it (NODE_OPTIONS caps V8's old space at 256 MiB) stays up,
+// stays under the api container's memory limit and keeps answering CAPI.
+// Bodies are shaped for the worst JSON.parse amplification ([{},{},…]: ~21
+// heap bytes per body byte), so the bound holds for any body of that size.
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { connect } from 'node:tls';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { HOOKS_API_VERSION, defaultHandlerName, type HookName } from '../../src/api/contract.ts';
+import { parseConfig } from '../../src/config.ts';
+import { hookPath } from '../../src/api/hook-route.ts';
+import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
+import { sampleRequest } from '../support/capi-fixtures.ts';
+import { startExtensionProcess, type ExtensionProcess } from '../support/extension-process.ts';
+import { testPki } from '../support/pki.ts';
+import { requireEnv } from '../support/services.ts';
+import { waitFor } from '../support/wait.ts';
+
+const MiB = 1024 * 1024;
+const ca = testPki().ca.certPem;
+const discovery = { apiVersion: HOOKS_API_VERSION, kind: 'DiscoveryRequest' };
+const pathOf = (hook: HookName) => hookPath(hook, defaultHandlerName(hook));
+/** The defaults the process runs with. */
+const { bodyLimits } = parseConfig({}).server;
+const REQUEST_TIMEOUT_SECONDS = 15;
+
+/** `envelope` plus a `pad` of `{}`s: exactly `bytes` long, valid JSON, the costliest shape to parse. */
+function worstCaseBody(envelope: object, bytes: number): Buffer {
+  const head = `${JSON.stringify(envelope).slice(0, -1)},"pad":[`;
+  const tail = ']}';
+  const room = bytes - head.length - tail.length;
+  const count = Math.max(0, Math.floor((room + 1) / 3));
+  const items = count > 0 ? `${'{},'.repeat(count - 1)}{}` : '';
+  return Buffer.from(head + items + ' '.repeat(room - items.length) + tail);
+}
+
+/** The api Deployment's memory limit (config/manager/api.yaml), in bytes. */
+function apiMemoryLimitBytes(): number {
+  const yaml = readFileSync(new URL('../../config/manager/api.yaml', import.meta.url), 'utf8');
+  const match = /limits:\s*\n\s*memory:\s*(\d+)Mi/.exec(yaml);
+  if (!match) throw new Error('config/manager/api.yaml: no memory limit found');
+  return Number(match[1]) * MiB;
+}
+
+/** Peak resident set size of a process so far (VmHWM), in bytes. */
+function peakRss(pid: number): number {
+  const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (!match) throw new Error(`/proc/${pid}/status: no VmHWM`);
+  return Number(match[1]) * 1024;
+}
+
+/**
+ * POSTs `body` (chunked when `chunked`, else with its Content-Length) and resolves with the answer
+ * even when the server closes before the whole body is written (as it may after a 413: the
+ * client then meets EPIPE, and CAPI's Go client likewise reads the answer it already has).
+ */
+function post(baseUrl: string, path: string, body: Buffer | string, chunked = false): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const headers = chunked ? {} : { 'content-length': String(Buffer.byteLength(body)) };
+    let answer: Answer | undefined;
+    const req = request(new URL(path, baseUrl), { method: 'POST', ca, agent: false, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      const got: Answer = { statusCode: res.statusCode ?? 0, headers: res.headers, body: {} };
+      answer = got;
+      const done = () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        try {
+          got.body = JSON.parse(text) as Record<string, unknown>;
+        } catch {
+          got.body = { text };
+        }
+        resolve(got);
+      };
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', done);
+      res.on('error', done);
+    });
+    req.on('error', (err) => (answer ? undefined : reject(err)));
+    if (!chunked) return void req.end(body);
+    const buf = Buffer.from(body);
+    for (let at = 0; at < buf.length; at += 64 * 1024) req.write(buf.subarray(at, at + 64 * 1024));
+    req.end();
+  });
+}
+
+interface Answer {
+  statusCode: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Record<string, unknown>;
+}
+
+describe('bounded memory for any request body (api, image NODE_OPTIONS)', () => {
+  let proc: ExtensionProcess;
+  const send = (path: string, body: Buffer | string, chunked = false) => post(proc.hookUrl, path, body, chunked);
+  const alive = async () => {
+    const res = await send(DISCOVERY_PATH, JSON.stringify(discovery));
+    return { exited: proc.child.exitCode ?? proc.child.signalCode, statusCode: res.statusCode };
+  };
+
+  beforeAll(async () => {
+    proc = await startExtensionProcess({
+      ROLE: 'api',
+      // As the image sets them (Dockerfile).
+      NODE_OPTIONS: '--max-semi-space-size=4 --max-old-space-size=256',
+      MALLOC_ARENA_MAX: '2',
+      TEMPORAL_ADDRESS: requireEnv('TEMPORAL_ADDRESS'),
+      TEMPORAL_NAMESPACE: requireEnv('TEMPORAL_NAMESPACE'),
+      TEMPORAL_TASK_QUEUE: `bounds-${randomUUID()}`,
+      // Short, so the slow-client case below sees its reservation come back soon.
+      HOOK_SERVER_REQUEST_TIMEOUT: `${REQUEST_TIMEOUT_SECONDS}s`,
+    });
+    await proc.ready();
+  });
+  afterAll(() => proc.kill());
+
+  it('refuses three concurrent 10 MiB bodies to discovery with 413 and stays up (issue 26 row 4)', async () => {
+    const body = worstCaseBody(discovery, 10 * MiB);
+    const answers = await Promise.all([1, 2, 3].map(() => send(DISCOVERY_PATH, body)));
+    expect(answers.map((a) => a.statusCode)).toEqual([413, 413, 413]);
+    expect(answers[0]?.body).toMatchObject({ error: 'PayloadTooLarge' });
+    expect(await alive()).toEqual({ exited: null, statusCode: 200 });
+  });
+
+  it('stays up and under its memory limit with 20 concurrent bodies at the limit and a burst of normal calls', async () => {
+    const big = worstCaseBody(sampleRequest('CanUpdateMachine'), bodyLimits['in-place']);
+    expect(big.length).toBe(bodyLimits['in-place']);
+    const normal: [string, object][] = [
+      [DISCOVERY_PATH, discovery],
+      [pathOf('GenerateUpgradePlan'), sampleRequest('GenerateUpgradePlan')],
+      [pathOf('BeforeClusterCreate'), sampleRequest('BeforeClusterCreate')],
+    ];
+    const bigCalls = Array.from({ length: 20 }, () => send(pathOf('CanUpdateMachine'), big));
+    const normalCalls = Array.from({ length: 30 }, (_, i) => {
+      const [path, body] = normal[i % normal.length] as [string, object];
+      return send(path, JSON.stringify(body));
+    });
+    const [bigAnswers, normalAnswers] = await Promise.all([Promise.all(bigCalls), Promise.all(normalCalls)]);
+
+    expect(normalAnswers.map((a) => a.statusCode)).toEqual(normalAnswers.map(() => 200));
+    // A body at the limit is served, or refused for now with what CAPI treats as a call error to retry.
+    const served = bigAnswers.filter((a) => a.statusCode === 200);
+    const busy = bigAnswers.filter((a) => a.statusCode === 503);
+    expect(bigAnswers.filter((a) => a.statusCode !== 200 && a.statusCode !== 503)).toEqual([]);
+    expect(served.length).toBeGreaterThan(0);
+    for (const a of busy) {
+      expect(a.headers['retry-after']).toBe('1');
+      expect(a.body).toEqual({
+        error: 'ServiceUnavailable',
+        message: 'too many request bodies in flight; retry shortly (HOOK_SERVER_BODY_BYTES_IN_FLIGHT)',
+      });
+    }
+    expect(await alive()).toEqual({ exited: null, statusCode: 200 });
+    const pid = proc.child.pid as number;
+    console.log(
+      `peak RSS ${(peakRss(pid) / MiB).toFixed(0)} MiB (limit ${apiMemoryLimitBytes() / MiB} MiB); ${served.length} of 20 bodies at the limit served, ${busy.length} answered 503`,
+    );
+    expect(peakRss(pid)).toBeLessThan(apiMemoryLimitBytes());
+  });
+
+  it('refuses a chunked body with no Content-Length once it passes the limit (413) and stays up', async () => {
+    const limit = bodyLimits['in-place'];
+    const body = worstCaseBody(sampleRequest('CanUpdateMachine'), limit + 256 * 1024);
+    const answer = await send(pathOf('CanUpdateMachine'), body, true);
+    expect(answer.statusCode).toBe(413);
+    expect(answer.body).toEqual({
+      error: 'PayloadTooLarge',
+      message: `request body is larger than the limit of ${limit} bytes (HOOK_SERVER_BODY_LIMIT_BYTES)`,
+    });
+    expect(await alive()).toEqual({ exited: null, statusCode: 200 });
+  });
+
+  it('gives a slow client’s body reservation back at the request timeout; normal calls pass meanwhile', async () => {
+    const limit = bodyLimits['in-place'];
+    // Declares a body at the limit, sends a few bytes of it, then goes quiet (a slowloris).
+    const { port } = new URL(proc.hookUrl);
+    const slow = connect({ host: '127.0.0.1', port: Number(port), ca });
+    let slowAnswer = '';
+    slow.on('data', (d: Buffer) => (slowAnswer += d.toString()));
+    const slowClosed = new Promise<void>((resolve) => slow.on('close', () => resolve()));
+    slow.on('error', () => {});
+    await new Promise<void>((resolve) => slow.once('secureConnect', () => resolve()));
+    slow.write(
+      `POST ${pathOf('CanUpdateMachine')} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ${limit}\r\n\r\n{"apiVersion":`,
+    );
+    const big = worstCaseBody(sampleRequest('CanUpdateMachine'), limit);
+    // Its reservation leaves no room for another body at the limit: refused for now.
+    const refused = await waitFor(
+      () => send(pathOf('CanUpdateMachine'), big),
+      (a) => a.statusCode === 503,
+      REQUEST_TIMEOUT_SECONDS * 1000,
+    );
+    expect(refused.statusCode).toBe(503);
+    // Ordinary calls keep their own room.
+    expect(
+      (await send(pathOf('BeforeClusterCreate'), JSON.stringify(sampleRequest('BeforeClusterCreate')))).statusCode,
+    ).toBe(200);
+    // The server ends the slow request (408) and the reservation comes back.
+    await slowClosed;
+    expect(slowAnswer).toMatch(/^HTTP\/1\.1 408 /);
+    const served = await waitFor(
+      () => send(pathOf('CanUpdateMachine'), big),
+      (a) => a.statusCode === 200,
+      10_000,
+    );
+    expect(served.statusCode).toBe(200);
+  });
+});
