@@ -79,7 +79,8 @@ const TOP_FIELDS = new Set([
 const ENTRY_FIELDS = { clusters: 'cluster', users: 'user', contexts: 'context' } as const;
 const CLUSTER_FIELDS = new Set(['server', 'certificate-authority-data', 'extensions']);
 const USER_FIELDS = new Set(['client-certificate-data', 'client-key-data', 'token', 'extensions']);
-const CONTEXT_FIELDS = new Set(['cluster', 'user', 'namespace', 'extensions']);
+// (client-node's exportConfig repeats the context's name inside it; nothing reads it.)
+const CONTEXT_FIELDS = new Set(['cluster', 'user', 'namespace', 'name', 'extensions']);
 
 const ACCEPTED =
   'a workload kubeconfig may hold only a server URL, CA data, client certificate/key data or a bearer token';

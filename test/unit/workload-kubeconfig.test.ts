@@ -2,6 +2,7 @@
 // certificate/key data or a bearer token pass; exec plugins, auth providers,
 // file references, proxies and the rest are refused by their path.
 import { describe, expect, it } from '@jest/globals';
+import { KubeConfig } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { parseWorkloadKubeconfig, WORKLOAD_KUBECONFIG_REFUSED } from '../../src/activities/kube.ts';
 import { checkWorkloadKubeconfig } from '../../src/domain/workload-kubeconfig.ts';
@@ -85,6 +86,17 @@ describe('checkWorkloadKubeconfig', () => {
     });
     expect(checkWorkloadKubeconfig(withUser({ token: 't', exec: null }))).toMatchObject({ ok: true });
     expect(checkWorkloadKubeconfig(withUser({ token: 't', exec: {} }))).toMatchObject({ field: 'users[0].user.exec' });
+  });
+
+  it("accepts what client-node's own exportConfig writes", () => {
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: 'https://a:6443', caData: 'Q0E=', skipTLSVerify: false }],
+      users: [{ name: 'u', token: 't' }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+    expect(checkWorkloadKubeconfig(JSON.parse(kc.exportConfig()))).toMatchObject({ ok: true });
   });
 
   it('checks every user, not only the current context', () => {
