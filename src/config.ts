@@ -1,6 +1,13 @@
 // Process configuration from environment variables, parsed once at start into
 // a typed object. Every problem is reported at once, naming the variable.
 import { parseGoDuration } from './domain/durations.ts';
+import {
+  binarySourceProblem,
+  DEFAULT_JOB_IMAGE,
+  isPinnedImage,
+  parseBinaryVolume,
+  type BinaryVolume,
+} from './domain/node-binaries.ts';
 import type { TemporalConnectionSettings, TemporalTlsSettings } from './temporal-connection.ts';
 import {
   defaultHandlerName,
@@ -77,11 +84,24 @@ export interface AppConfig {
   temporalSdkMetricsAddress?: string;
   /** Prebuilt workflow bundle for the worker (production image); unset = bundle from source. */
   workflowBundlePath?: string;
-  /** Image of the `job` node-upgrade executor (must provide sh, chroot, sha256sum, curl or wget). */
-  nodeUpgradeJobImage?: string;
+  /** The `job` node-upgrade executor's image, binary source and pinned checksums (docs/node-upgrade-job.md). */
+  nodeUpgradeJob: NodeUpgradeJobSettings;
   /** Phase changes of cluster upgrades are POSTed here as CloudEvents (worker). */
   notificationWebhookUrl?: string;
   worker: WorkerTuning;
+}
+
+/** The `job` executor's supply chain: NODE_UPGRADE_* (docs/node-upgrade-job.md). */
+export interface NodeUpgradeJobSettings {
+  /** By digest unless NODE_UPGRADE_JOB_ALLOW_UNPINNED_IMAGE; must provide sh, chroot, sha256sum, curl or wget. */
+  image: string;
+  /** https:// or file:/// (http:// on opt-in); unset: dl.k8s.io, or the binary volume when one is set. */
+  binarySource?: string;
+  allowHttpBinarySource: boolean;
+  /** `<version>/<arch>/<binary>: <sha256>` lines; unset: every Job upgrade fails naming it. */
+  checksumsFile?: string;
+  /** Pre-staged binaries (air-gapped), mounted read-only into the Job. */
+  binaryVolume?: BinaryVolume;
 }
 
 export class ConfigError extends Error {
@@ -250,6 +270,35 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     nodeUpgradePollMs: duration('NODE_UPGRADE_POLL_INTERVAL', 500, 100, 5_000),
   };
 
+  /** NODE_UPGRADE_*: the Job's image by digest, an https or file:/// binary source, the checksums file. */
+  function nodeUpgradeJob(): NodeUpgradeJobSettings {
+    const allowUnpinned = bool('NODE_UPGRADE_JOB_ALLOW_UNPINNED_IMAGE', false);
+    const image = str('NODE_UPGRADE_JOB_IMAGE', DEFAULT_JOB_IMAGE);
+    if (!isPinnedImage(image) && !allowUnpinned)
+      problems.push(
+        `NODE_UPGRADE_JOB_IMAGE=${JSON.stringify(image)}: not pinned by digest (<image>@sha256:<64 hex>); ` +
+          'a tag can be moved to other content (set NODE_UPGRADE_JOB_ALLOW_UNPINNED_IMAGE=true to accept it)',
+      );
+    const allowHttpBinarySource = bool('NODE_UPGRADE_BINARY_SOURCE_ALLOW_HTTP', false);
+    const binarySource = env.NODE_UPGRADE_BINARY_SOURCE || undefined;
+    const sourceProblem = binarySource && binarySourceProblem(binarySource, allowHttpBinarySource);
+    if (sourceProblem) problems.push(`NODE_UPGRADE_BINARY_SOURCE=${JSON.stringify(binarySource)}: ${sourceProblem}`);
+    const checksumsFile = env.NODE_UPGRADE_CHECKSUMS_FILE || undefined;
+    if (checksumsFile && !checksumsFile.startsWith('/'))
+      problems.push(`NODE_UPGRADE_CHECKSUMS_FILE=${JSON.stringify(checksumsFile)}: expected an absolute path`);
+    const volumeText = env.NODE_UPGRADE_BINARY_VOLUME || undefined;
+    const volume = volumeText ? parseBinaryVolume(volumeText, allowUnpinned) : undefined;
+    if (volume && !volume.ok)
+      problems.push(`NODE_UPGRADE_BINARY_VOLUME=${JSON.stringify(volumeText)}: ${volume.problem}`);
+    return {
+      image,
+      ...(binarySource ? { binarySource } : {}),
+      allowHttpBinarySource,
+      ...(checksumsFile ? { checksumsFile } : {}),
+      ...(volume?.ok ? { binaryVolume: volume.volume } : {}),
+    };
+  }
+
   /** NOTIFICATION_WEBHOOK_URL: an http(s) URL (it may carry a token: never logged). */
   function notificationWebhook(): Pick<AppConfig, 'notificationWebhookUrl'> {
     const raw = env.NOTIFICATION_WEBHOOK_URL;
@@ -310,7 +359,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     ops: { host: str('OPS_SERVER_HOST', '0.0.0.0'), port: int('OPS_SERVER_PORT', 8080, 0, 65535) },
     ...(env.TEMPORAL_SDK_METRICS_ADDRESS ? { temporalSdkMetricsAddress: env.TEMPORAL_SDK_METRICS_ADDRESS } : {}),
     ...(env.WORKFLOW_BUNDLE_PATH ? { workflowBundlePath: env.WORKFLOW_BUNDLE_PATH } : {}),
-    ...(env.NODE_UPGRADE_JOB_IMAGE ? { nodeUpgradeJobImage: env.NODE_UPGRADE_JOB_IMAGE } : {}),
+    nodeUpgradeJob: nodeUpgradeJob(),
     ...notificationWebhook(),
     worker,
   };

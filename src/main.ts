@@ -146,7 +146,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
           management,
           upgradeWatch,
           temporal: () => client,
-          ...(config.nodeUpgradeJobImage ? { nodeUpgradeJobImage: config.nodeUpgradeJobImage } : {}),
+          nodeUpgradeJob: config.nodeUpgradeJob,
           ...(config.notificationWebhookUrl ? { notificationWebhookUrl: config.notificationWebhookUrl } : {}),
         },
       );

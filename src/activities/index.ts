@@ -8,6 +8,7 @@ import { withStableFailures } from './failures.ts';
 import { createFleetActivities } from './fleet.ts';
 import { managementKubeConfig } from './kube.ts';
 import { createMachineUpdateActivities } from './machine-update.ts';
+import type { JobExecutorConfig } from './executors/job.ts';
 import type { NodeUpgradeWatch } from './node-upgrade-watch.ts';
 import { createProbeActivities } from './probe.ts';
 import { createUpgradeActivities } from './upgrade.ts';
@@ -15,8 +16,8 @@ import { createUpgradeActivities } from './upgrade.ts';
 export interface ActivityDeps {
   /** The management cluster; default: MANAGEMENT_KUBECONFIG, else the in-cluster service account. */
   management?: KubeConfig;
-  /** Image for the `job` node-upgrade executor (needs sh, chroot, sha256sum, curl or wget); default in machine-update.ts. */
-  nodeUpgradeJobImage?: string;
+  /** The `job` node-upgrade executor's image, binary source and checksums; unset: its defaults (no checksums). */
+  nodeUpgradeJob?: JobExecutorConfig;
   /** Webhook for phase-change notifications (CloudEvents); unset = none. */
   notificationWebhookUrl?: string;
   /** Waits on node upgrades outside activity slots; unset = upgradeNode polls in its slot. */
@@ -41,7 +42,7 @@ export function createActivities(deps: ActivityDeps = {}) {
     }),
     ...createMachineUpdateActivities({
       management,
-      ...(deps.nodeUpgradeJobImage ? { job: { image: deps.nodeUpgradeJobImage } } : {}),
+      ...(deps.nodeUpgradeJob ? { job: deps.nodeUpgradeJob } : {}),
       ...(deps.upgradeWatch ? { upgradeWatch: deps.upgradeWatch } : {}),
     }),
   });

@@ -1,13 +1,28 @@
 // Thin Kubernetes client helpers for the activities: the management cluster's
 // KubeConfig (a file, or in-cluster), and a workload cluster's KubeConfig read
 // from the `<cluster>-kubeconfig` Secret Cluster API writes (key `value`).
-import { ApiException, CoreV1Api, KubeConfig, type ApiConstructor, type ApiType } from '@kubernetes/client-node';
+import {
+  ApiException,
+  CoreV1Api,
+  KubeConfig,
+  loadYaml,
+  type ApiConstructor,
+  type ApiType,
+} from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
+import {
+  checkWorkloadKubeconfig,
+  MAX_WORKLOAD_KUBECONFIG_BYTES,
+  refusedKubeconfigMessage,
+  type AcceptedKubeconfig,
+} from '../domain/workload-kubeconfig.ts';
 import type { ClusterRef } from '../model/cluster-upgrade.ts';
 
 /** Failure types of the non-retryable errors raised here. */
 export const WORKLOAD_KUBECONFIG_MISSING = 'WorkloadKubeconfigMissing';
 export const WORKLOAD_KUBECONFIG_INVALID = 'WorkloadKubeconfigInvalid';
+/** The kubeconfig holds something other than data (an `exec` plugin, a file path, a proxy...). */
+export const WORKLOAD_KUBECONFIG_REFUSED = 'WorkloadKubeconfigRefused';
 
 type RequestContext = Parameters<KubeConfig['applySecurityAuthentication']>[0];
 type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
@@ -198,19 +213,57 @@ async function readWorkloadKubeConfig(
     throw ApplicationFailure.nonRetryable(`${where} has no key "value"`, WORKLOAD_KUBECONFIG_MISSING);
   }
   const kubeConfig = new PooledKubeConfig();
-  try {
-    kubeConfig.loadFromString(Buffer.from(value, 'base64').toString('utf8'));
-  } catch (err) {
+  kubeConfig.loadFromOptions(clientOptions(parseWorkloadKubeconfig(where, Buffer.from(value, 'base64'))));
+  perCluster.set(key, { resourceVersion, kubeConfig, readAtMs });
+  return kubeConfig;
+}
+
+/**
+ * The accepted fields of the kubeconfig in `bytes` (see src/domain/workload-kubeconfig.ts), or a
+ * non-retryable failure naming `where` and the refused field. Parsed and checked here, before
+ * client-node sees anything: its loadFromString reads `token-file` while loading, and its requests
+ * run `exec` plugins. No message quotes the Secret's contents (the YAML parser's own error would).
+ */
+export function parseWorkloadKubeconfig(where: string, bytes: Buffer): AcceptedKubeconfig {
+  if (bytes.length > MAX_WORKLOAD_KUBECONFIG_BYTES) {
     throw ApplicationFailure.nonRetryable(
-      `${where} holds no valid kubeconfig: ${err instanceof Error ? err.message : String(err)}`,
+      `${where} holds a kubeconfig of ${bytes.length} bytes, over the ${MAX_WORKLOAD_KUBECONFIG_BYTES}-byte limit`,
       WORKLOAD_KUBECONFIG_INVALID,
     );
   }
-  if (!kubeConfig.getCurrentCluster()) {
-    throw ApplicationFailure.nonRetryable(`${where} holds a kubeconfig without a cluster`, WORKLOAD_KUBECONFIG_INVALID);
+  let doc: unknown;
+  try {
+    doc = loadYaml<unknown>(bytes.toString('utf8'));
+  } catch (err) {
+    const line = yamlErrorLine(err);
+    throw ApplicationFailure.nonRetryable(
+      `${where} holds no valid kubeconfig: not YAML${line === undefined ? '' : ` (line ${line})`}`,
+      WORKLOAD_KUBECONFIG_INVALID,
+    );
   }
-  perCluster.set(key, { resourceVersion, kubeConfig, readAtMs });
-  return kubeConfig;
+  const check = checkWorkloadKubeconfig(doc);
+  if (!check.ok)
+    throw ApplicationFailure.nonRetryable(refusedKubeconfigMessage(where, check), WORKLOAD_KUBECONFIG_REFUSED);
+  return check.config;
+}
+
+/** client-node's options for an accepted kubeconfig: exactly its fields, TLS verification on. */
+function clientOptions(config: AcceptedKubeconfig): Parameters<KubeConfig['loadFromOptions']>[0] {
+  return {
+    clusters: config.clusters.map((c) => ({ ...c, skipTLSVerify: false })),
+    users: config.users,
+    contexts: config.contexts,
+    currentContext: config.currentContext,
+  };
+}
+
+/** js-yaml's 1-based line of a parse error (its message quotes the source: never shown). */
+function yamlErrorLine(err: unknown): number | undefined {
+  if (typeof err !== 'object' || err === null || !('mark' in err)) return undefined;
+  const mark = err.mark;
+  return typeof mark === 'object' && mark !== null && 'line' in mark && typeof mark.line === 'number'
+    ? mark.line + 1
+    : undefined;
 }
 
 /** HTTP status of a failed API call (client-node 2.x ApiException), undefined otherwise. */

@@ -51,7 +51,10 @@ export interface NodeUpgradeInput {
   machine: MachineRef;
   nodeName: string;
   version: string;
-  /** v1 only: bootstrap files inline (KubeadmConfig spec.files). */
+  /**
+   * v1 only: bootstrap files inline (KubeadmConfig spec.files). Kept so old histories replay;
+   * upgradeNode refuses a non-empty list (contents must not travel through workflow history).
+   */
   files?: unknown[];
   /** v2: the desired KubeadmConfig in the management cluster; its files are read there, never passed in. */
   bootstrapConfig?: MachineRef;

@@ -12,7 +12,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { CompleteAsyncError, Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { createDrainActivities } from './drain/drain.ts';
-import { readBootstrapFiles } from './executors/bootstrap-files.ts';
+import { resolveBootstrapFiles } from './executors/bootstrap-files.ts';
 import { delegateExecution, deleteNodeUpgradeRequest } from './executors/delegate.ts';
 import { deleteUpgradeJob, jobExecution, type JobExecutorConfig } from './executors/job.ts';
 import { stopNodeUpgrade } from './executors/stop.ts';
@@ -103,11 +103,8 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
         throw ApplicationFailure.nonRetryable('upgradeNode needs a requestName', MACHINE_UPDATE_FAILURES.invalidInput);
       }
       const kc = await workload(input.cluster);
-      // v2 passes the KubeadmConfig by reference: its files (often secrets) are read here, not carried in history.
-      const files = input.bootstrapConfig
-        ? await readBootstrapFiles(deps.management, input.bootstrapConfig)
-        : (input.files ?? []);
-      const resolved = { ...input, files };
+      // The KubeadmConfig comes by reference: its files (often secrets) are read here, never carried in history.
+      const resolved = await resolveBootstrapFiles(deps.management, input);
       let execution: NodeUpgradeExecution;
       switch (input.executor) {
         case 'delegate':

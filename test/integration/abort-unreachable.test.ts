@@ -23,6 +23,7 @@ import {
   managementApi,
   testbed,
   testGroup,
+  workloadKubeconfigYaml,
 } from '../support/fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 import { temporalSignal } from '../support/temporal-cli.ts';
@@ -54,14 +55,7 @@ async function closedPort(): Promise<number> {
 }
 
 function kubeconfigFor(server: string): string {
-  return [
-    'apiVersion: v1',
-    'kind: Config',
-    'clusters: [{name: w, cluster: {server: "' + server + '", insecure-skip-tls-verify: true}}]',
-    'users: [{name: u, user: {token: not-a-real-token}}]',
-    'contexts: [{name: c, context: {cluster: w, user: u}}]',
-    'current-context: c',
-  ].join('\n');
+  return workloadKubeconfigYaml(server, { token: 'not-a-real-token' });
 }
 
 async function createUnreachableCluster(name: string, server: string): Promise<void> {

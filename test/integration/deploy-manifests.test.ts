@@ -7,6 +7,8 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from '@jest/globals';
 import { parseAllDocuments } from 'yaml';
+import { parseConfig } from '../../src/config.ts';
+import { parseChecksums } from '../../src/domain/node-binaries.ts';
 import { testbed } from '../support/fixtures.ts';
 
 const run = promisify(execFile);
@@ -28,13 +30,13 @@ interface Container {
   livenessProbe?: { httpGet?: { path: string; port: string } };
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
   securityContext?: Record<string, unknown>;
-  volumeMounts?: { name: string; mountPath: string }[];
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
 }
 interface PodSpec {
   serviceAccountName: string;
   securityContext?: Record<string, unknown>;
   containers: Container[];
-  volumes?: { name: string; secret?: { secretName: string } }[];
+  volumes?: { name: string; secret?: { secretName: string }; configMap?: { name: string } }[];
   affinity?: unknown;
 }
 
@@ -63,6 +65,12 @@ const one = (objects: K8sObject[], kind: string, name?: string): K8sObject => {
   return found[0]!;
 };
 const podSpec = (d: K8sObject) => (d.spec as { template: { spec: PodSpec } }).template.spec;
+/** A generated ConfigMap, by the name before kustomize's hash suffix. */
+const configMap = (objects: K8sObject[], name: string): K8sObject & { data: Record<string, string> } => {
+  const found = find(objects, 'ConfigMap').filter((c) => c.metadata.name.replace(/-[a-z0-9]{10}$/, '') === name);
+  if (found.length !== 1) throw new Error(`expected one ConfigMap ${name}, found ${found.length}`);
+  return found[0] as K8sObject & { data: Record<string, string> };
+};
 
 describe('config/default', () => {
   it('is accepted by the API server (kubectl apply --dry-run=server)', async () => {
@@ -95,7 +103,7 @@ describe('config/default', () => {
       expect.arrayContaining([podSpec(api).serviceAccountName, podSpec(worker).serviceAccountName]),
     );
 
-    const settings = one(objects, 'ConfigMap');
+    const settings = configMap(objects, 'capi-upgrade-orchestrator-settings');
     for (const [deployment, role] of [
       [api, 'api'],
       [worker, 'worker'],
@@ -160,6 +168,23 @@ describe('config/default', () => {
     });
   });
 
+  it('pins the job executor: its settings parse (image by digest), and the worker mounts the checksums where they name', async () => {
+    const objects = await kustomize('default');
+    const settings = configMap(objects, 'capi-upgrade-orchestrator-settings');
+    const job = parseConfig(settings.data).nodeUpgradeJob;
+    expect(job.image).toMatch(/@sha256:[0-9a-f]{64}$/);
+    const file = job.checksumsFile ?? '';
+    const checksums = configMap(objects, 'capi-upgrade-orchestrator-node-binaries');
+    const worker = podSpec(one(objects, 'Deployment', 'capi-upgrade-orchestrator-worker'));
+    const volume = worker.volumes?.find((v) => v.configMap?.name === checksums.metadata.name);
+    const mount = worker.containers[0]?.volumeMounts?.find((m) => m.name === volume?.name);
+    expect(`${mount?.mountPath}/checksums`).toBe(file);
+    expect(mount?.readOnly).toBe(true);
+    // The example pins nothing (fails closed), and what it holds parses.
+    const parsed = parseChecksums(checksums.data.checksums ?? '');
+    expect(parsed).toEqual({ table: new Map(), problems: [] });
+  });
+
   it('lets CAPI reach the hooks and anyone scrape the metrics, nothing else (NetworkPolicy)', async () => {
     const objects = await kustomize('default');
     const policies = find(objects, 'NetworkPolicy');
@@ -183,7 +208,7 @@ describe('the other overlays', () => {
   it('config/temporal-cloud is config/default with Temporal Cloud settings, accepted by the API server', async () => {
     await dryRun('temporal-cloud', testbed().managementKubeconfig);
     const objects = await kustomize('temporal-cloud');
-    const settings = one(objects, 'ConfigMap') as K8sObject & { data: Record<string, string> };
+    const settings = configMap(objects, 'capi-upgrade-orchestrator-settings');
     expect(settings.data.TEMPORAL_ADDRESS).toMatch(/\.tmprl\.cloud:7233$/);
     expect(settings.data.TEMPORAL_TLS).toBe('true');
     expect(settings.data.TEMPORAL_API_KEY_FILE).toBe('/etc/temporal/api-key/api-key');

@@ -16,6 +16,7 @@ import { managementKubeConfig } from '../../src/activities/kube.ts';
 import {
   CORDONED_BY_ANNOTATION,
   createMachineUpdateActivities,
+  DEFAULT_JOB_IMAGE,
   NODE_UPGRADE_GROUP,
   NODE_UPGRADE_PLURAL,
   NODE_UPGRADE_REQUEST_CRD,
@@ -26,6 +27,7 @@ import {
 } from '../../src/activities/machine-update.ts';
 import type { DrainOptions, DrainResult, NodeUpgradeInput } from '../../src/activities/machine-update-types.ts';
 import {
+  createKubeadmConfig,
   createKubeadmConfigWithSecretFile,
   eventsOf,
   capiCluster,
@@ -52,6 +54,8 @@ import {
   sleep,
   standalonePod,
   testbed,
+  testChecksumsFile,
+  testDigest,
   testGroup,
   waitFor,
   waitForRunningPods,
@@ -64,10 +68,13 @@ const g = group.name;
 const wl = workloadApi();
 const mg = managementApi();
 const wlCustom = wl.kc.makeApiClient(CustomObjectsApi);
+const NEW = 'v1.32.4';
+const checksumsFile = testChecksumsFile([NEW]);
 const activities = createMachineUpdateActivities({
   management: managementKubeConfig(testbed().workerKubeconfig),
   workloadNamespace: g,
   pollIntervalMs: 250,
+  job: { checksumsFile },
 });
 const cluster = { namespace: g, name: 'wl' };
 const node = (n: string) => `${g}-${n}`;
@@ -86,7 +93,6 @@ const [a, b, c, d, e, p, q, u, uf, j] = ['a', 'b', 'c', 'd', 'e', 'p', 'q', 'u',
 const POOL_LABEL = 'capi-uo.test/pool';
 const HOSTNAME = 'kubernetes.io/hostname';
 const OLD = 'v1.31.14';
-const NEW = 'v1.32.4';
 const SKIP_LABEL = { 'cluster.x-k8s.io/drain': 'skip' };
 
 // The environment's logger would print every expected failure as a warning.
@@ -709,8 +715,9 @@ describe('upgradeNode (delegate) and waitForNodeVersion', () => {
   });
 
   it('installs the CRD, creates the request, waits for the agent; the node then reports the version', async () => {
-    const files = [{ path: '/etc/kubernetes/extra.conf', content: 'a=1', permissions: '0600' }];
-    const result = await upgrade({ nodeName: u, requestName: `${u}-h1`, files });
+    await createKubeadmConfigWithSecretFile(mg, g, `kc-${u}-h1`, 'join-token-h1', 'token');
+    const files = { files: undefined, bootstrapConfig: { namespace: g, name: `kc-${u}-h1` } };
+    const result = await upgrade({ nodeName: u, requestName: `${u}-h1`, ...files });
     expect(result).toEqual({ message: `node ${u} upgraded to ${NEW}` });
     await inActivity(() =>
       activities.waitForNodeVersion({ cluster, nodeName: u, version: '1.32.4', timeoutMs: 10_000 }),
@@ -740,7 +747,7 @@ describe('upgradeNode (delegate) and waitForNodeVersion', () => {
     expect(req.status).toEqual({ phase: 'Succeeded', message: result.message, observedGeneration: 1 });
 
     // Idempotent: a retry finds the finished request and does not ask again.
-    expect(await upgrade({ nodeName: u, requestName: `${u}-h1`, files })).toEqual(result);
+    expect(await upgrade({ nodeName: u, requestName: `${u}-h1`, ...files })).toEqual(result);
     expect(agent.handled.filter((h) => h.startsWith(`${u}-h1@`))).toEqual([`${u}-h1@1`]);
     // Selectable by node for agents.
     const mine = (await wlCustom.listNamespacedCustomObject({
@@ -798,6 +805,21 @@ describe('upgradeNode (delegate) and waitForNodeVersion', () => {
     await inActivity(() =>
       activities.cleanupNodeUpgrade({ cluster, nodeName: u, executor: 'delegate', requestName: `${u}-ref` }),
     );
+  });
+
+  it('refuses bootstrap files inline in the input (only a v1 update carried them: secrets in history), before any request', async () => {
+    const inline = [{ path: '/etc/kubernetes/extra.conf', content: 'a=1', permissions: '0600' }];
+    await expect(upgrade({ nodeName: u, requestName: `${u}-inline`, files: inline })).rejects.toMatchObject({
+      nonRetryable: true,
+      type: 'InvalidNodeUpgrade',
+      message:
+        'this update carries 1 bootstrap file(s) inline in its workflow input, which is no longer accepted ' +
+        '(file contents must not enter workflow history): abort it, and the next UpdateMachine reads them from the KubeadmConfig',
+    });
+    const ref = { group: NODE_UPGRADE_GROUP, version: NODE_UPGRADE_VERSION, plural: NODE_UPGRADE_PLURAL, namespace: g };
+    await expect(wlCustom.getNamespacedCustomObject({ ...ref, name: `${u}-inline` })).rejects.toMatchObject({
+      code: 404,
+    });
   });
 
   it('a changed spec under the same name is a new generation: an older status does not count', async () => {
@@ -940,14 +962,21 @@ describe('upgradeNode (job)', () => {
     });
     expect(pod?.containers[0]?.securityContext?.privileged).toBe(true);
     expect(pod?.containers[0]?.command).toEqual(['/bin/sh', '-c']);
+    // The image by digest; the binaries' digests pinned in the worker's configuration, for the node's arch.
+    expect(pod?.containers[0]?.image).toBe(DEFAULT_JOB_IMAGE);
+    expect(pod?.containers[0]?.image).toMatch(/@sha256:[0-9a-f]{64}$/);
     expect(pod?.containers[0]?.env).toEqual([
       { name: 'KUBERNETES_VERSION', value: NEW },
       { name: 'UPGRADE_MODE', value: 'node' },
       { name: 'NODE_NAME', value: j },
       { name: 'HOST_ROOT', value: '/host' },
+      { name: 'ARCH', value: 'amd64' },
+      { name: 'KUBEADM_SHA256', value: testDigest(NEW, 'kubeadm') },
+      { name: 'KUBELET_SHA256', value: testDigest(NEW, 'kubelet') },
+      { name: 'KUBECTL_SHA256', value: testDigest(NEW, 'kubectl') },
     ]);
     expect(pod?.containers[0]?.args?.[0]).toMatch(/^#!\/bin\/sh\n# upgrade-node\.sh/);
-    expect(pod?.containers[0]?.args?.[0]).toContain('SCRIPT_VERSION=1');
+    expect(pod?.containers[0]?.args?.[0]).toContain('SCRIPT_VERSION=2');
     // Idempotent by name: a retry finds the completed Job.
     expect(await upgrade({ nodeName: j, requestName: `${j}-h1`, executor: 'job', timeoutMs: 60_000 })).toEqual(result);
     expect(
@@ -955,13 +984,52 @@ describe('upgradeNode (job)', () => {
     ).toEqual([`${j}-h1`]);
   });
 
+  it('refuses a version without pinned checksums before creating the Job, naming it', async () => {
+    const failure = upgrade({
+      nodeName: j,
+      requestName: `${j}-unpinned`,
+      executor: 'job',
+      version: 'v1.99.0',
+      timeoutMs: 60_000,
+    });
+    await expect(failure).rejects.toMatchObject({
+      nonRetryable: true,
+      type: 'InvalidNodeUpgrade',
+      message: `no pinned checksums for v1.99.0 in NODE_UPGRADE_CHECKSUMS_FILE ${checksumsFile} (docs/node-upgrade-job.md)`,
+    });
+    const unconfigured = createMachineUpdateActivities({
+      management: managementKubeConfig(testbed().workerKubeconfig),
+      workloadNamespace: g,
+    });
+    await expect(
+      inActivity(() =>
+        unconfigured.upgradeNode({
+          cluster,
+          machine: { namespace: g, name: `m-${j}` },
+          version: NEW,
+          executor: 'job',
+          timeoutMs: 60_000,
+          nodeName: j,
+          requestName: `${j}-unpinned`,
+        }),
+      ),
+    ).rejects.toMatchObject({
+      nonRetryable: true,
+      message: `no pinned checksums for ${NEW}: NODE_UPGRADE_CHECKSUMS_FILE is not set (docs/node-upgrade-job.md)`,
+    });
+    await expect(
+      wl.kc.makeApiClient(BatchV1Api).readNamespacedJob({ name: `${j}-unpinned`, namespace: g }),
+    ).rejects.toMatchObject({ code: 404 });
+  });
+
   it('gives the script the bootstrap files in a Secret owned by the Job, never in its spec', async () => {
     const marker = `secret-${g}`;
-    const files = [
+    await createKubeadmConfig(mg, g, `kc-${j}-files`, [
       { path: '/etc/kubernetes/token', content: marker, permissions: '0600', owner: 'root:root' },
       { path: '/etc/motd', content: Buffer.from('hello').toString('base64'), encoding: 'base64' },
-    ];
-    await upgrade({ nodeName: j, requestName: `${j}-files`, executor: 'job', timeoutMs: 60_000, files });
+    ]);
+    const bootstrapConfig = { namespace: g, name: `kc-${j}-files` };
+    await upgrade({ nodeName: j, requestName: `${j}-files`, executor: 'job', timeoutMs: 60_000, bootstrapConfig });
     const job = await wl.kc.makeApiClient(BatchV1Api).readNamespacedJob({ name: `${j}-files`, namespace: g });
     expect(JSON.stringify(job)).not.toContain(marker);
     const pod = job.spec?.template.spec;
@@ -992,7 +1060,7 @@ describe('upgradeNode (job)', () => {
       management: managementKubeConfig(testbed().workerKubeconfig),
       workloadNamespace: g,
       pollIntervalMs: 250,
-      job: { image: 'testbed.invalid/fails', backoffLimit: 0 },
+      job: { image: 'testbed.invalid/fails', backoffLimit: 0, checksumsFile },
     });
     const failure = await inActivity(() =>
       failing.upgradeNode({

@@ -16,6 +16,7 @@ import {
   NODE_UPGRADE_VERSION,
 } from '../../src/activities/machine-update.ts';
 import { delegateExecution } from '../../src/activities/executors/delegate.ts';
+import type { ResolvedNodeUpgrade } from '../../src/activities/executors/bootstrap-files.ts';
 import { jobExecution } from '../../src/activities/executors/job.ts';
 import type { NodeUpgradeInput, NodeUpgradeStopped } from '../../src/activities/machine-update-types.ts';
 import {
@@ -28,6 +29,7 @@ import {
   managementApi,
   mergePatch,
   testbed,
+  testChecksumsFile,
   testGroup,
   waitFor,
   workloadApi,
@@ -48,11 +50,15 @@ const activities = createMachineUpdateActivities({
 const cluster = { namespace: g, name: 'wl' };
 const nodeName = `${g}-n`;
 
-const input = (requestName: string, executor: NodeUpgradeInput['executor']): NodeUpgradeInput => ({
+const VERSION = 'v1.32.4';
+/** The job executor's pinned checksums for VERSION (docs/node-upgrade-job.md). */
+const jobConfig = { checksumsFile: testChecksumsFile([VERSION]) };
+/** What an executor is given: the input with its bootstrap files read (none here). */
+const input = (requestName: string, executor: NodeUpgradeInput['executor']): ResolvedNodeUpgrade => ({
   cluster,
   machine: { namespace: g, name: 'm' },
   nodeName,
-  version: 'v1.32.4',
+  version: VERSION,
   files: [],
   executor,
   requestName,
@@ -82,7 +88,7 @@ afterAll(async () => {
 describe('stopNodeUpgrade (job)', () => {
   it('keeps the last lines of the newest pod log, then deletes the Job and its pods', async () => {
     const name = `${g}-job`;
-    await jobExecution(wl.kc, g, {}, input(name, 'job')).ensure();
+    await jobExecution(wl.kc, g, jobConfig, input(name, 'job')).ensure();
     // The Job's pod ran on the node (the test bed serves test/testbed/upgrade-job-pod-log.txt as its log).
     await waitFor(`a pod of Job ${name} ran`, async () => {
       const pods = await wl.core.listNamespacedPod({

@@ -63,6 +63,7 @@ import {
   podDisruptionBudget,
   sleep,
   testbed,
+  testChecksumsFile,
   testGroup,
   waitFor,
   waitForRunningPods,
@@ -451,11 +452,12 @@ beforeAll(async () => {
   const { worker, api, workload } = identities;
   upgrade = createUpgradeActivities({ management: worker });
   // The executors' namespace is left to its default, kube-system: where config/workload grants their rules.
-  machineUpdate = createMachineUpdateActivities({ management: worker, pollIntervalMs: 250 });
+  const checksumsFile = testChecksumsFile([NEW]);
+  machineUpdate = createMachineUpdateActivities({ management: worker, pollIntervalMs: 250, job: { checksumsFile } });
   failingJob = createMachineUpdateActivities({
     management: worker,
     pollIntervalMs: 250,
-    job: { image: 'testbed.invalid/fails', backoffLimit: 0 },
+    job: { image: 'testbed.invalid/fails', backoffLimit: 0, checksumsFile },
   });
   nodeAgents = createNodeAgentCheck({ management: api, namespace: EXECUTOR_NAMESPACE, cacheMs: 0 });
 
@@ -593,10 +595,10 @@ const upgradeInput = (
  */
 async function tourJobExecutor(): Promise<void> {
   const name = `${g}-job`;
-  const files = [{ path: '/etc/kubernetes/extra.conf', content: 'a=1' }];
+  const files = { files: undefined, bootstrapConfig: machineOf('tour-w-config') };
   expect(
     await inActivity(() =>
-      machineUpdate.upgradeNode(upgradeInput({ executor: 'job', nodeName: cp, requestName: name, files })),
+      machineUpdate.upgradeNode(upgradeInput({ executor: 'job', nodeName: cp, requestName: name, ...files })),
     ),
   ).toEqual({ message: `node upgrade Job ${EXECUTOR_NAMESPACE}/${name} completed on node ${cp}` });
   await inActivity(() =>

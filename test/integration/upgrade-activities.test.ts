@@ -5,11 +5,13 @@
 import { createServer as createHttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { KubeConfig } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { KUBERNETES_API_UNREACHABLE, withStableFailures } from '../../src/activities/failures.ts';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig, WORKLOAD_KUBECONFIG_REFUSED } from '../../src/activities/kube.ts';
 import { createUpgradeActivities, RESERVED_CAPACITY_ANNOTATION } from '../../src/activities/upgrade.ts';
 import type { HealthCheckInput } from '../../src/activities/upgrade-types.ts';
 import {
@@ -37,6 +39,7 @@ import {
   waitFor,
   waitForRunningPods,
   workloadApi,
+  workloadKubeconfigYaml,
   createWorkloadNamespace,
 } from '../support/fixtures.ts';
 
@@ -468,18 +471,15 @@ async function closedPort(): Promise<number> {
 
 /** The `<cluster>-kubeconfig` Secret, pointing wherever the test says. */
 async function kubeconfigSecret(cluster: string, server: string, token: string): Promise<void> {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: cluster, server, skipTLSVerify: true }],
-    users: [{ name: 'admin', token }],
-    contexts: [{ name: cluster, cluster, user: 'admin' }],
-    currentContext: cluster,
-  });
+  await rawKubeconfigSecret(cluster, workloadKubeconfigYaml(server, { token }));
+}
+
+async function rawKubeconfigSecret(cluster: string, kubeconfig: string): Promise<void> {
   await mg.core.createNamespacedSecret({
     namespace: g,
     body: {
       metadata: { name: `${cluster}-kubeconfig`, namespace: g },
-      data: { value: Buffer.from(kc.exportConfig()).toString('base64') },
+      data: { value: Buffer.from(kubeconfig).toString('base64') },
     },
   });
 }
@@ -509,6 +509,35 @@ describe('failure messages (withStableFailures)', () => {
     expect(message).not.toContain('Date');
     // Deterministic: the same cause gives the same text.
     expect(await probe('unreachable').catch((e: unknown) => (e as Error).message)).toBe(message);
+  });
+
+  it('a kubeconfig is data, never code: an exec plugin is refused naming the field, and never runs', async () => {
+    // Issue 26 row 3: this command used to run inside the worker within 2 s of BeforeClusterUpgrade.
+    const dir = mkdtempSync(join(tmpdir(), 'kubeconfig-exec-'));
+    const marker = join(dir, 'ran');
+    try {
+      const exec = {
+        apiVersion: 'client.authentication.k8s.io/v1',
+        command: 'sh',
+        args: ['-c', `touch ${marker}`],
+        interactiveMode: 'Never',
+      };
+      await rawKubeconfigSecret('execs', workloadKubeconfigYaml(testbed().workloadServer, { exec }));
+      // checkClusterHealth is the first activity of an upgrade that reads the kubeconfig (the pre-upgrade check).
+      const err = await probe('execs').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ApplicationFailure);
+      expect(err).toMatchObject({
+        type: WORKLOAD_KUBECONFIG_REFUSED,
+        nonRetryable: true,
+        message:
+          `Secret ${g}/execs-kubeconfig: users[0].user.exec is refused (runs a credential plugin command); ` +
+          'a workload kubeconfig may hold only a server URL, CA data, client certificate/key data or a bearer token',
+      });
+      expect((err as Error).message).not.toContain(marker);
+      expect(existsSync(marker)).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('a refused request: the status, without the response headers the raw error carries', async () => {

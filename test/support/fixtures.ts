@@ -6,8 +6,10 @@
 // management) are named after it; its nodes carry its label and a NoSchedule
 // taint, and the pods built here select and tolerate exactly that, so files
 // running in parallel never share nodes or pods.
-import { readFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import {
   AdmissionregistrationV1Api,
   AppsV1Api,
@@ -76,6 +78,24 @@ export function managementKubeConfigFile(): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromFile(testbed().managementKubeconfig);
   return kc;
+}
+
+/**
+ * A kubeconfig (YAML) as Cluster API writes it: `server` with the workload test bed's CA data and
+ * the given user fields (e.g. `{ token }`), for `<cluster>-kubeconfig` Secrets a test builds itself.
+ */
+export function workloadKubeconfigYaml(server: string, user: Record<string, unknown>): string {
+  const admin = workloadKubeConfigFile().getCurrentCluster();
+  const caData = admin?.caData ?? (admin?.caFile ? readFileSync(admin.caFile).toString('base64') : undefined);
+  if (!caData) throw new Error('the workload test bed kubeconfig names no CA');
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'w', cluster: { server, 'certificate-authority-data': caData } }],
+    users: [{ name: 'u', user }],
+    contexts: [{ name: 'c', context: { cluster: 'w', user: 'u' } }],
+    'current-context': 'c',
+  });
 }
 
 export function workloadKubeConfigFile(): KubeConfig {
@@ -717,6 +737,19 @@ export async function createKubeadmConfigWithSecretFile(
     namespace,
     body: { metadata: { name: secretName }, stringData: { token } },
   });
+  await createKubeadmConfig(mg, namespace, name, [
+    { path: '/etc/kubernetes/extra.conf', content: 'a=1', permissions: '0600' },
+    { path: '/etc/kubernetes/token', contentFrom: { secret: { name: secretName, key: 'token' } } },
+  ]);
+}
+
+/** A KubeadmConfig (v1beta2) with these `spec.files`. */
+export async function createKubeadmConfig(
+  mg: ManagementApi,
+  namespace: string,
+  name: string,
+  files: Record<string, unknown>[],
+): Promise<void> {
   await mg.custom.createNamespacedCustomObject({
     group: 'bootstrap.cluster.x-k8s.io',
     version: 'v1beta2',
@@ -726,14 +759,27 @@ export async function createKubeadmConfigWithSecretFile(
       apiVersion: 'bootstrap.cluster.x-k8s.io/v1beta2',
       kind: 'KubeadmConfig',
       metadata: { name, namespace },
-      spec: {
-        files: [
-          { path: '/etc/kubernetes/extra.conf', content: 'a=1', permissions: '0600' },
-          { path: '/etc/kubernetes/token', contentFrom: { secret: { name: secretName, key: 'token' } } },
-        ],
-      },
+      spec: { files },
     },
   });
+}
+
+/** The made-up digest {@link testChecksumsFile} pins for `binary` (the test bed's Job pods download nothing). */
+export function testDigest(version: string, binary: string): string {
+  return createHash('sha256').update(`test bed ${version} ${binary}`).digest('hex');
+}
+
+/**
+ * A NODE_UPGRADE_CHECKSUMS_FILE pinning {@link testDigest}s for `versions` on amd64 (KWOK nodes
+ * report amd64): what the `job` executor needs before it creates a Job.
+ */
+export function testChecksumsFile(versions: readonly string[]): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'node-checksums-')), 'checksums');
+  const lines = versions.flatMap((v) =>
+    ['kubeadm', 'kubelet', 'kubectl'].map((b) => `${v}/amd64/${b}: ${testDigest(v, b)}`),
+  );
+  writeFileSync(file, `${lines.join('\n')}\n`);
+  return file;
 }
 
 /** The Events `kubectl describe` shows for a Cluster API object: by kind, name and uid. */

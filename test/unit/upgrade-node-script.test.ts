@@ -1,7 +1,9 @@
 // Runs the node upgrade script (src/activities/executors/upgrade-node.sh) with `sh` against a
 // sandbox host root: stub kubeadm/kubelet/kubectl/systemctl/chown in $HOST_ROOT/usr/bin record
 // their argv (and which build they are, and which builds are installed at that moment) in a
-// calls log; the Kubernetes release is a file:// directory of stub binaries with .sha256 files.
+// calls log; the Kubernetes release is a file:// directory of stub binaries, their sha256 pinned
+// through KUBEADM_SHA256 / KUBELET_SHA256 / KUBECTL_SHA256 (the .sha256 files the directory also
+// serves, as dl.k8s.io does, are never read: a mirror that serves both proves nothing).
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -57,13 +59,15 @@ interface Sandbox {
   log: string;
   newStubs: Record<Binary, string>;
   oldStubs: Record<Binary, string>;
+  /** The pinned digests the script is given (`KUBEADM_SHA256`...). */
+  pinned: Record<string, string>;
 }
 
 interface SandboxOpts {
   arch?: string;
   /** What the downloaded kubelet answers to --version. */
   newKubeletVersion?: string;
-  /** Binaries whose .sha256 file holds a wrong digest. */
+  /** Binaries whose pinned digest is not the served binary's (the served .sha256 matches the binary). */
   badChecksum?: Binary[];
 }
 
@@ -79,18 +83,21 @@ function makeSandbox(o: SandboxOpts = {}): Sandbox {
   mkdirSync(files);
   const oldStubs = {} as Record<Binary, string>;
   const newStubs = {} as Record<Binary, string>;
+  const pinned: Record<string, string> = {};
   for (const b of BINARIES) {
     oldStubs[b] = stub(b, 'old', b === 'kubelet' ? OLD_VERSION : undefined);
     newStubs[b] = stub(b, 'new', b === 'kubelet' ? (o.newKubeletVersion ?? VERSION) : undefined);
     writeExecutable(join(bin, b), oldStubs[b]);
     // Published binaries are not executable in a file:// mirror necessarily.
     writeFileSync(join(release, b), newStubs[b]);
-    const digest = o.badChecksum?.includes(b) ? sha256(`${newStubs[b]}tampered`) : sha256(newStubs[b]);
-    writeFileSync(join(release, `${b}.sha256`), `${digest}\n`);
+    writeFileSync(join(release, `${b}.sha256`), `${sha256(newStubs[b])}\n`);
+    pinned[`${b.toUpperCase()}_SHA256`] = o.badChecksum?.includes(b)
+      ? sha256(`${newStubs[b]}tampered`)
+      : sha256(newStubs[b]);
   }
   writeExecutable(join(bin, 'systemctl'), stub('systemctl', 'host'));
   writeExecutable(join(bin, 'chown'), stub('chown', 'host'));
-  return { dir, root, bin, source, files, log: join(dir, 'calls.log'), newStubs, oldStubs };
+  return { dir, root, bin, source, files, log: join(dir, 'calls.log'), newStubs, oldStubs, pinned };
 }
 
 interface RunResult {
@@ -109,6 +116,7 @@ function run(sb: Sandbox, env: Record<string, string | undefined> = {}): RunResu
     NODE_NAME: 'node-1',
     UPGRADE_MODE: 'apply',
     STUB_LOG: sb.log,
+    ...sb.pinned,
     ...env,
   };
   const clean = Object.fromEntries(Object.entries(full).filter(([, v]) => v !== undefined)) as Record<string, string>;
@@ -137,6 +145,15 @@ function tree(dir: string): string[] {
 }
 
 const mode = (path: string): number => statSync(path).mode & 0o777;
+
+/** Every file under the sandbox's host root with its sha256: the host as the script found it. */
+const snapshot = (sb: Sandbox): string[] =>
+  tree(sb.root).map(
+    (f) =>
+      `${f} ${createHash('sha256')
+        .update(readFileSync(join(sb.root, f)))
+        .digest('hex')}`,
+  );
 
 let sb: Sandbox;
 const extra: Sandbox[] = [];
@@ -318,14 +335,59 @@ describe('upgrade-node.sh: failures', () => {
       sb = makeSandbox({ badChecksum: [bad] });
       writeFileSync(join(sb.files, 'f'), 'f');
       writeFileSync(join(sb.files, 'manifest'), 'f 0600 - /etc/f\n');
+      const before = snapshot(sb);
       const r = run(sb, { FILES_DIR: sb.files });
+      expect(snapshot(sb)).toEqual(before);
       expect(r.status).toBe(1);
-      expect(r.stderr).toContain(`checksum mismatch for ${bad}:`);
+      expect(r.stderr).toContain(
+        `checksum mismatch for ${bad}: pinned ${sb.pinned[`${bad.toUpperCase()}_SHA256`]}, got`,
+      );
       expect(calls(sb)).toEqual([]);
       for (const b of BINARIES) expect(installed(sb, b)).toBe('old');
       expect(existsSync(join(sb.root, 'etc/f'))).toBe(false);
       expect(tree(sb.bin)).toEqual(['chown', 'kubeadm', 'kubectl', 'kubelet', 'systemctl']);
       expect(tree(join(sb.root, 'var/lib/capi-upgrade-orchestrator'))).toEqual([]);
+    },
+  );
+
+  it.each([['kubeadm'], ['kubelet'], ['kubectl']] as const)(
+    'a version with no pinned checksum for %s → exit 2 naming the binary and the version, before touching the host',
+    (missing) => {
+      const before = snapshot(sb);
+      const r = run(sb, { [`${missing.toUpperCase()}_SHA256`]: undefined });
+      expect(r.status).toBe(2);
+      expect(r.stderr).toContain(
+        `[node-upgrade] error: ${missing.toUpperCase()}_SHA256 is unset: no pinned sha256 for ${missing} ${VERSION} linux/${HOST_ARCH}`,
+      );
+      expect(calls(sb)).toEqual([]);
+      expect(snapshot(sb)).toEqual(before);
+      expect(existsSync(join(sb.root, 'var'))).toBe(false);
+    },
+  );
+
+  it('a pinned digest that is not 64 hex digits → exit 2 naming the variable, before touching the host', () => {
+    const before = snapshot(sb);
+    const r = run(sb, { KUBELET_SHA256: 'sha256:abc' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('[node-upgrade] error: KUBELET_SHA256 is not a sha256 hex digest');
+    expect(snapshot(sb)).toEqual(before);
+    expect(existsSync(join(sb.root, 'var'))).toBe(false);
+  });
+
+  it.each([[undefined], ['0'], ['yes']])(
+    'an http:// mirror without BINARY_SOURCE_ALLOW_HTTP=1 (%s) → exit 2 naming the source, before touching the host',
+    (allow) => {
+      const before = snapshot(sb);
+      const r = run(sb, { BINARY_SOURCE: 'http://mirror.example/release', BINARY_SOURCE_ALLOW_HTTP: allow });
+      expect(r.status).toBe(2);
+      expect(r.stderr).toMatch(/^\[node-upgrade\] error: BINARY_SOURCE(_ALLOW_HTTP)? '/m);
+      if (allow === undefined)
+        expect(r.stderr).toContain(
+          "BINARY_SOURCE 'http://mirror.example/release' is plain http: refused unless BINARY_SOURCE_ALLOW_HTTP=1",
+        );
+      expect(calls(sb)).toEqual([]);
+      expect(snapshot(sb)).toEqual(before);
+      expect(existsSync(join(sb.root, 'var'))).toBe(false);
     },
   );
 
@@ -360,7 +422,7 @@ out=""; url=""
 while [ $# -gt 0 ]; do
   case $1 in ${outFlag}) out=$2; shift 2 ;; -*) shift ;; *) url=$1; shift ;; esac
 done
-cp "$RELEASE_DIR/\${url#https://mirror.example/release/}" "$out"
+cp "$RELEASE_DIR/\${url#*://mirror.example/release/}" "$out"
 `;
 
   it('prefers curl -fsSL (over wget) against <source>/<version>/bin/linux/<arch>/<name>, arch from uname -m', () => {
@@ -381,11 +443,9 @@ cp "$RELEASE_DIR/\${url#https://mirror.example/release/}" "$out"
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     const base = `https://mirror.example/release/${VERSION}/bin/linux/arm64`;
+    // The binaries only: their digests are pinned, never fetched from the same server.
     expect(readFileSync(fetchLog, 'utf8').trimEnd().split('\n')).toEqual(
-      BINARIES.flatMap((b) => [
-        expect.stringMatching(new RegExp(`^curl -fsSL -o \\S+/${b} ${base}/${b}$`)),
-        expect.stringMatching(new RegExp(`^curl -fsSL -o \\S+/${b}\\.sha256 ${base}/${b}\\.sha256$`)),
-      ]),
+      BINARIES.map((b) => expect.stringMatching(new RegExp(`^curl -fsSL -o \\S+/${b} ${base}/${b}$`))),
     );
     for (const b of BINARIES) expect(installed(sb, b)).toBe('new');
   });
@@ -404,11 +464,33 @@ cp "$RELEASE_DIR/\${url#https://mirror.example/release/}" "$out"
     });
     expect(r.status).toBe(0);
     const lines = readFileSync(fetchLog, 'utf8').trimEnd().split('\n');
-    expect(lines).toHaveLength(6);
+    expect(lines).toHaveLength(3);
     expect(lines[0]).toMatch(
       new RegExp(`^wget -qO \\S+/kubeadm https://mirror.example/release/${VERSION}/bin/linux/s390x/kubeadm$`),
     );
     for (const b of BINARIES) expect(installed(sb, b)).toBe('new');
+  });
+
+  it('accepts an http:// mirror with BINARY_SOURCE_ALLOW_HTTP=1, still verified against the pinned digests', () => {
+    const fetchLog = join(sb.dir, 'fetch.log');
+    const tools = toolPath({ curl: fetcher('curl', '-o') });
+    const env = {
+      PATH: tools,
+      ARCH: HOST_ARCH,
+      BINARY_SOURCE: 'http://mirror.example/release',
+      BINARY_SOURCE_ALLOW_HTTP: '1',
+      FETCH_LOG: fetchLog,
+      RELEASE_DIR: sb.source,
+    };
+    const r = run(sb, env);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    for (const b of BINARIES) expect(installed(sb, b)).toBe('new');
+    // The same mirror serving another kubelet is caught by the pin.
+    writeFileSync(join(sb.source, VERSION, 'bin/linux', HOST_ARCH, 'kubelet'), 'evil');
+    const bad = run(sb, env);
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain(`checksum mismatch for kubelet: pinned ${sb.pinned.KUBELET_SHA256}, got`);
   });
 });
 

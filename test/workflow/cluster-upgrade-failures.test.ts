@@ -221,6 +221,30 @@ describe('cluster upgrade on a bad day', () => {
     await recordHistoryIfAsked(h.client, h.workflowId, 'v2-failed-and-retried-with-events');
   });
 
+  it('a refused workload kubeconfig (an exec plugin) shows in BeforeClusterUpgrade, then fails the upgrade naming the field', async () => {
+    // What checkClusterHealth throws for a `<cluster>-kubeconfig` whose user has `exec` (test/integration/upgrade-activities.test.ts).
+    const refused =
+      'Secret default/c1-kubeconfig: users[0].user.exec is refused (runs a credential plugin command); ' +
+      'a workload kubeconfig may hold only a server URL, CA data, client certificate/key data or a bearer token';
+    h.activities.health = () => {
+      throw ApplicationFailure.nonRetryable(refused, 'WorkloadKubeconfigRefused');
+    };
+    const annotations = { 'upgrades.capi-orchestrator.io/health-check-timeout': '3s' };
+    const waiting = await waitFor(
+      () => h.call('BeforeClusterUpgrade', bcu(), { annotations }),
+      (a) => a.message?.includes('could not run') ?? false,
+    );
+    expect(waiting).toMatchObject({ status: 'Success' });
+    expect(waiting.retryAfterSeconds).toBeGreaterThan(0);
+    expect(waiting.message).toContain(`the health check could not run: ${refused}`);
+    const failed = await h.pollUntilDone('BeforeClusterUpgrade', bcu(), { annotations });
+    expect(failed).toMatchObject({ status: 'Failure', retryAfterSeconds: 0 });
+    expect(failed.message).toContain(
+      `pre-upgrade health check did not pass within 3s: the health check could not run: ${refused}`,
+    );
+    expect(failed.message).toContain('fix the cause, then signal "retry"');
+  });
+
   it('answers the next hook of a terminated run from a fresh run that records the old one', async () => {
     await h.pollUntilDone('BeforeClusterUpgrade', bcu());
     const old = await handle().describe();

@@ -7,7 +7,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { canonicalJson } from '../../domain/canonical-json.ts';
 import { apiClient, isConflict, isNotFound } from '../kube.ts';
 import { watchObject } from '../object-watch.ts';
-import { ensureFilesSecret, filesSecretName, type BootstrapFile } from './bootstrap-files.ts';
+import { ensureFilesSecret, filesSecretName, type ResolvedNodeUpgrade } from './bootstrap-files.ts';
 import {
   MACHINE_UPDATE_FAILURES,
   MANAGED_BY,
@@ -17,7 +17,7 @@ import {
   seconds,
   type NodeUpgradeExecution,
 } from '../machine-update-common.ts';
-import type { MachineRef, NodeUpgradeInput } from '../machine-update-types.ts';
+import type { MachineRef } from '../machine-update-types.ts';
 
 export const NODE_UPGRADE_GROUP = 'upgrades.capi-orchestrator.io';
 export const NODE_UPGRADE_VERSION = 'v1alpha1';
@@ -156,12 +156,12 @@ export const NODE_UPGRADE_REQUEST_CRD = {
 } as const;
 
 /** The node's NodeUpgradeRequest (written, or its spec replaced) and the agent's verdict on that generation. */
-export function delegateExecution(kc: KubeConfig, namespace: string, input: NodeUpgradeInput): NodeUpgradeExecution {
+export function delegateExecution(kc: KubeConfig, namespace: string, input: ResolvedNodeUpgrade): NodeUpgradeExecution {
   const custom = apiClient(kc, CustomObjectsApi);
   const ref = { group: NODE_UPGRADE_GROUP, version: NODE_UPGRADE_VERSION, plural: NODE_UPGRADE_PLURAL, namespace };
   const name = input.requestName;
   const where = `${NODE_UPGRADE_KIND} ${namespace}/${name}`;
-  const files = (input.files ?? []) as BootstrapFile[];
+  const files = input.files;
   const spec: NodeUpgradeRequestSpec = {
     nodeName: input.nodeName,
     machineRef: { namespace: input.machine.namespace, name: input.machine.name },

@@ -4,8 +4,15 @@
 // finds it); its completion is read by the caller (a polling activity or the
 // async-completion watch).
 import { readFileSync } from 'node:fs';
-import { ApiException, BatchV1Api, CoreV1Api, type KubeConfig, type V1Job } from '@kubernetes/client-node';
+import { ApiException, BatchV1Api, CoreV1Api, type KubeConfig, type V1Job, type V1Node } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
+import {
+  BINARY_VOLUME_MOUNT,
+  DEFAULT_JOB_IMAGE,
+  NODE_BINARIES,
+  type BinaryVolume,
+  type NodeBinary,
+} from '../../domain/node-binaries.ts';
 import { apiClient, isConflict, isNotFound } from '../kube.ts';
 import { watchObject } from '../object-watch.ts';
 import {
@@ -18,17 +25,23 @@ import {
   truncate,
   type NodeUpgradeExecution,
 } from '../machine-update-common.ts';
-import type { NodeUpgradeInput } from '../machine-update-types.ts';
-import { ensureFilesSecret, filesSecretName, type BootstrapFile } from './bootstrap-files.ts';
+import { ensureFilesSecret, filesSecretName, type ResolvedNodeUpgrade } from './bootstrap-files.ts';
+import { binaryVolumeSource, pinnedBinaryDigests } from './node-binaries.ts';
 import { readNodeOrFail } from '../node.ts';
 import { kubeletMatches } from '../upgrade.ts';
 
-/** Configuration of the `job` executor. */
+/** Configuration of the `job` executor (docs/node-upgrade-job.md). */
 export interface JobExecutorConfig {
-  /** Image with sh, chroot, sha256sum and curl or wget; default {@link DEFAULT_JOB_IMAGE}. */
+  /** Image with sh, chroot, sha256sum and curl or wget; default {@link DEFAULT_JOB_IMAGE} (by digest). */
   image?: string;
-  /** Where the script downloads kubeadm, kubelet and kubectl (BINARY_SOURCE); default dl.k8s.io. */
+  /** Where the script downloads kubeadm, kubelet and kubectl (BINARY_SOURCE); default dl.k8s.io, or the volume. */
   binarySource?: string;
+  /** Lets the script accept an http:// binary source (the pinned checksums still apply). */
+  allowHttpBinarySource?: boolean;
+  /** The pinned checksums (`<version>/<arch>/<binary>: <sha256>` lines), read when a Job is created. */
+  checksumsFile?: string;
+  /** Pre-staged binaries (air-gapped), mounted read-only at {@link BINARY_VOLUME_MOUNT}. */
+  binaryVolume?: BinaryVolume;
   /** Shell script run on the host; default {@link DEFAULT_JOB_SCRIPT}. */
   script?: string;
   /** Job spec.backoffLimit; default 2. */
@@ -39,7 +52,7 @@ export interface JobExecutorConfig {
 const JOB_DEADLINE_SLACK_MS = 30_000;
 const CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane';
 
-export const DEFAULT_JOB_IMAGE = 'docker.io/library/alpine:3.22';
+export { DEFAULT_JOB_IMAGE };
 
 /**
  * The node upgrade script (seed 003), shipped next to this module (the image copies it into
@@ -66,6 +79,11 @@ export interface UpgradeJobParams {
   filesSecretName?: string;
   /** BINARY_SOURCE for the script; unset = its default (dl.k8s.io). */
   binarySource?: string;
+  allowHttpBinarySource?: boolean;
+  /** The node's architecture (its kubelet's report) and the pinned sha256 of each binary for it. */
+  arch: string;
+  digests: Record<NodeBinary, string>;
+  binaryVolume?: BinaryVolume;
 }
 
 /** The privileged Job that runs the node upgrade script on the node (pure: no I/O). */
@@ -103,11 +121,15 @@ export function upgradeJob(p: UpgradeJobParams): V1Job {
                 { name: 'HOST_ROOT', value: HOST_ROOT },
                 ...(p.filesSecretName ? [{ name: 'FILES_DIR', value: FILES_DIR }] : []),
                 ...(p.binarySource ? [{ name: 'BINARY_SOURCE', value: p.binarySource }] : []),
+                ...(p.allowHttpBinarySource ? [{ name: 'BINARY_SOURCE_ALLOW_HTTP', value: '1' }] : []),
+                { name: 'ARCH', value: p.arch },
+                ...NODE_BINARIES.map((b) => ({ name: `${b.toUpperCase()}_SHA256`, value: p.digests[b] })),
               ],
               securityContext: { privileged: true },
               volumeMounts: [
                 { name: 'host', mountPath: HOST_ROOT },
                 ...(p.filesSecretName ? [{ name: 'files', mountPath: FILES_DIR, readOnly: true }] : []),
+                ...(p.binaryVolume ? [{ name: 'binaries', mountPath: BINARY_VOLUME_MOUNT, readOnly: true }] : []),
               ],
             },
           ],
@@ -117,6 +139,7 @@ export function upgradeJob(p: UpgradeJobParams): V1Job {
             ...(p.filesSecretName
               ? [{ name: 'files', secret: { secretName: p.filesSecretName, defaultMode: 0o400 } }]
               : []),
+            ...(p.binaryVolume ? [binaryVolumeSource(p.binaryVolume)] : []),
           ],
         },
       },
@@ -129,12 +152,12 @@ export function jobExecution(
   kc: KubeConfig,
   namespace: string,
   config: JobExecutorConfig,
-  input: NodeUpgradeInput,
+  input: ResolvedNodeUpgrade,
 ): NodeUpgradeExecution {
   const batch = apiClient(kc, BatchV1Api);
   const name = input.requestName;
   const where = `node upgrade Job ${namespace}/${name}`;
-  const files = (input.files ?? []) as BootstrapFile[];
+  const files = input.files;
   const read = async (): Promise<V1Job | undefined> => {
     try {
       return await batch.readNamespacedJob({ name, namespace });
@@ -150,18 +173,32 @@ export function jobExecution(
       if (files.length > 0) await ensureFilesSecret(kc, filesOwner(existing), files);
       return existing;
     }
+    const core = apiClient(kc, CoreV1Api);
+    const node = await readNodeOrFail(core, input.nodeName);
+    const arch = node.status?.nodeInfo?.architecture;
+    if (!arch)
+      throw ApplicationFailure.nonRetryable(
+        `node ${input.nodeName} reports no architecture (status.nodeInfo.architecture): cannot pick pinned checksums`,
+        MACHINE_UPDATE_FAILURES.invalidInput,
+      );
+    const digests = pinnedBinaryDigests(config.checksumsFile, input.version, arch);
+    const binarySource = config.binarySource ?? (config.binaryVolume ? `file://${BINARY_VOLUME_MOUNT}` : undefined);
     const body = upgradeJob({
       name,
       namespace,
       nodeName: input.nodeName,
       version: input.version,
-      mode: await upgradeMode(apiClient(kc, CoreV1Api), input),
+      mode: await upgradeMode(core, node, input.version),
       image: config.image ?? DEFAULT_JOB_IMAGE,
       script: config.script ?? DEFAULT_JOB_SCRIPT,
       backoffLimit: config.backoffLimit ?? 2,
       timeoutMs: input.timeoutMs,
+      arch,
+      digests,
       ...(files.length > 0 ? { filesSecretName: filesSecretName(name) } : {}),
-      ...(config.binarySource ? { binarySource: config.binarySource } : {}),
+      ...(binarySource ? { binarySource } : {}),
+      ...(config.allowHttpBinarySource ? { allowHttpBinarySource: true } : {}),
+      ...(config.binaryVolume ? { binaryVolume: config.binaryVolume } : {}),
     });
     let job: V1Job;
     try {
@@ -285,8 +322,7 @@ function timeOf(t: Date | string | undefined): number {
  * `apply` on the first control-plane node of an upgrade (the kubeadm ClusterConfiguration is
  * not at the target version yet), else `node`.
  */
-async function upgradeMode(core: CoreV1Api, input: NodeUpgradeInput): Promise<'apply' | 'node'> {
-  const node = await readNodeOrFail(core, input.nodeName);
+async function upgradeMode(core: CoreV1Api, node: V1Node, version: string): Promise<'apply' | 'node'> {
   if (node.metadata?.labels?.[CONTROL_PLANE_LABEL] === undefined) return 'node';
   let config: string | undefined;
   try {
@@ -296,7 +332,7 @@ async function upgradeMode(core: CoreV1Api, input: NodeUpgradeInput): Promise<'a
     if (!isNotFound(err)) throw err;
   }
   const current = config ? /^kubernetesVersion:\s*["']?([^\s"']+)/m.exec(config)?.[1] : undefined;
-  return current !== undefined && !kubeletMatches(current, input.version) ? 'apply' : 'node';
+  return current !== undefined && !kubeletMatches(current, version) ? 'apply' : 'node';
 }
 
 /** Deletes the upgrade Job `name` and its pods (abort, cleanup); gone already is fine. */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # upgrade-node.sh: upgrades Kubernetes on one node in place (kubeadm, then kubelet and kubectl).
-SCRIPT_VERSION=1
+SCRIPT_VERSION=2
 #
 # Run by the upgrade Job pinned to the node (busybox/alpine image, privileged, the host's
 # root filesystem mounted at HOST_ROOT). POSIX sh; every host path it reads or writes is
@@ -18,11 +18,17 @@ SCRIPT_VERSION=1
 #   HOST_ROOT           default `/`: where the host's root filesystem is mounted
 #   BIN_DIR             default `/usr/bin`: host directory (under HOST_ROOT) holding
 #                       kubeadm, kubelet and kubectl; first in PATH for host commands
+#   KUBEADM_SHA256, KUBELET_SHA256, KUBECTL_SHA256
+#                       required: the pinned hex sha256 of each binary for this version
+#                       and ARCH (from the worker's configuration, never from the server
+#                       that serves the binaries; a missing one exits 2 naming it)
 #   BINARY_SOURCE       default `https://dl.k8s.io/release`; binaries are fetched from
-#                       $BINARY_SOURCE/$KUBERNETES_VERSION/bin/linux/$ARCH/<name> with the
-#                       hex sha256 digest in <name>.sha256 next to it. May be `file:///dir`
-#                       (air-gapped; same layout; a path as the script sees it, NOT under
-#                       HOST_ROOT: mount it into the Job or use file://$HOST_ROOT/...).
+#                       $BINARY_SOURCE/$KUBERNETES_VERSION/bin/linux/$ARCH/<name>. https://,
+#                       or `file:///dir` (air-gapped: pre-staged in the image or a mounted
+#                       volume, same layout; a path as the script sees it, NOT under
+#                       HOST_ROOT). http:// only with BINARY_SOURCE_ALLOW_HTTP=1.
+#   BINARY_SOURCE_ALLOW_HTTP
+#                       `1` accepts an http:// BINARY_SOURCE; unset refuses it (exit 2)
 #   ARCH                default from `uname -m` (x86_64->amd64, aarch64->arm64,
 #                       ppc64le, s390x); one of amd64 arm64 ppc64le s390x
 #   FILES_DIR           optional directory (a mounted Secret) holding files to write and
@@ -41,8 +47,9 @@ SCRIPT_VERSION=1
 #   1. validate every input, the manifest included (exit 2 naming the bad variable/line)
 #   2. download kubeadm, kubelet, kubectl into a temp dir under
 #      $HOST_ROOT/var/lib/capi-upgrade-orchestrator/<version>/ (curl -fsSL, else wget -qO;
-#      cp for file://), verify each with `sha256sum -c`, chmod 0755. A checksum mismatch
-#      exits 1 naming the binary before anything on the host has changed.
+#      cp for file://), verify each against its pinned *_SHA256 with `sha256sum -c`,
+#      chmod 0755. A checksum mismatch exits 1 naming the binary before anything on the
+#      host has changed (the temp dir is removed).
 #   3. install kubeadm: copy to a temp file in $HOST_ROOT$BIN_DIR, then mv (atomic)
 #   4. write the manifest's files: temp file in the target directory (parents created),
 #      chmod <mode>, chown <owner> on the host unless `-`, mv
@@ -96,6 +103,10 @@ UPGRADE_MODE=${UPGRADE_MODE:-}
 HOST_ROOT=${HOST_ROOT:-/}
 BIN_DIR=${BIN_DIR:-/usr/bin}
 BINARY_SOURCE=${BINARY_SOURCE:-https://dl.k8s.io/release}
+BINARY_SOURCE_ALLOW_HTTP=${BINARY_SOURCE_ALLOW_HTTP:-}
+KUBEADM_SHA256=${KUBEADM_SHA256:-}
+KUBELET_SHA256=${KUBELET_SHA256:-}
+KUBECTL_SHA256=${KUBECTL_SHA256:-}
 FILES_DIR=${FILES_DIR:-}
 SANDBOX=${SANDBOX:-}
 ARCH=${ARCH:-}
@@ -149,13 +160,22 @@ R=$HOST_ROOT
 while [ "${R%/}" != "$R" ]; do R=${R%/}; done
 is_safe_abs_path "$BIN_DIR" || die 2 "BIN_DIR '$BIN_DIR' is not an absolute path without '..'"
 
+case $BINARY_SOURCE_ALLOW_HTTP in
+  '' | 1) ;;
+  *) die 2 "BINARY_SOURCE_ALLOW_HTTP '$BINARY_SOURCE_ALLOW_HTTP' must be unset or 1" ;;
+esac
 case $BINARY_SOURCE in
-  http://* | https://*) BINARY_SOURCE=${BINARY_SOURCE%/} ;;
+  https://*) BINARY_SOURCE=${BINARY_SOURCE%/} ;;
+  http://*)
+    [ "$BINARY_SOURCE_ALLOW_HTTP" = 1 ] ||
+      die 2 "BINARY_SOURCE '$BINARY_SOURCE' is plain http: refused unless BINARY_SOURCE_ALLOW_HTTP=1"
+    BINARY_SOURCE=${BINARY_SOURCE%/}
+    ;;
   file:///*)
     BINARY_SOURCE=${BINARY_SOURCE%/}
     [ -d "${BINARY_SOURCE#file://}" ] || die 2 "BINARY_SOURCE '$BINARY_SOURCE': no such directory"
     ;;
-  *) die 2 "BINARY_SOURCE '$BINARY_SOURCE' must start with https://, http:// or file:///" ;;
+  *) die 2 "BINARY_SOURCE '$BINARY_SOURCE' must start with https:// or file:/// (http:// on opt-in)" ;;
 esac
 
 if [ -z "$ARCH" ]; then
@@ -172,6 +192,24 @@ case $ARCH in
   amd64 | arm64 | ppc64le | s390x) ;;
   *) die 2 "ARCH '$ARCH' is not one of amd64 arm64 ppc64le s390x" ;;
 esac
+
+# The pinned digest of binary $1 (from <NAME>_SHA256), lowercased; exits 2 when it is missing or malformed.
+pinned_digest() {
+  case $1 in
+    kubeadm) _pd=$KUBEADM_SHA256 _pv=KUBEADM_SHA256 ;;
+    kubelet) _pd=$KUBELET_SHA256 _pv=KUBELET_SHA256 ;;
+    kubectl) _pd=$KUBECTL_SHA256 _pv=KUBECTL_SHA256 ;;
+  esac
+  [ -n "$_pd" ] || die 2 "$_pv is unset: no pinned sha256 for $1 $KUBERNETES_VERSION linux/$ARCH"
+  _pd=$(printf '%s' "$_pd" | tr 'A-F' 'a-f')
+  case $_pd in
+    *[!0-9a-f]*) die 2 "$_pv is not a sha256 hex digest" ;;
+  esac
+  [ ${#_pd} -eq 64 ] || die 2 "$_pv is not a sha256 hex digest"
+  printf '%s' "$_pd"
+}
+BINARIES="kubeadm kubelet kubectl"
+for b in $BINARIES; do pinned_digest "$b" >/dev/null; done
 
 # Parses one manifest line into M_KEY M_MODE M_OWNER M_PATH; returns 1 when malformed.
 parse_manifest_line() {
@@ -261,28 +299,20 @@ fetch() { # fetch <url> <dest>
   esac
 }
 
-BINARIES="kubeadm kubelet kubectl"
 mkdir -p "$R/var/lib/capi-upgrade-orchestrator/$V"
 WORK=$(mktemp -d "$R/var/lib/capi-upgrade-orchestrator/$V/download.XXXXXX")
 BASE_URL="$BINARY_SOURCE/$V/bin/linux/$ARCH"
 for b in $BINARIES; do
+  _digest=$(pinned_digest "$b")
   log "downloading $b from $BASE_URL/$b"
   fetch "$BASE_URL/$b" "$WORK/$b" || die 1 "cannot download $b from $BASE_URL/$b"
-  fetch "$BASE_URL/$b.sha256" "$WORK/$b.sha256" || die 1 "cannot download $b.sha256 from $BASE_URL/$b.sha256"
-  _digest=""
-  read -r _digest _ <"$WORK/$b.sha256" || true
-  _digest=$(printf '%s' "$_digest" | tr 'A-F' 'a-f')
-  case $_digest in
-    *[!0-9a-f]* | '') die 1 "$b.sha256 does not hold a sha256 hex digest" ;;
-  esac
-  [ ${#_digest} -eq 64 ] || die 1 "$b.sha256 does not hold a sha256 hex digest"
   printf '%s  %s\n' "$_digest" "$b" >"$WORK/$b.check"
   if ! (cd "$WORK" && sha256sum -c "$b.check" >/dev/null 2>&1); then
     _actual=$(sha256sum "$WORK/$b")
-    die 1 "checksum mismatch for $b: expected $_digest, got ${_actual%% *}"
+    die 1 "checksum mismatch for $b: pinned $_digest, got ${_actual%% *}"
   fi
   chmod 0755 "$WORK/$b"
-  log "verified $b (sha256 $_digest)"
+  log "verified $b (sha256 $_digest, pinned)"
 done
 
 # ---- install helpers ------------------------------------------------------------------------
