@@ -68,6 +68,11 @@ export interface AppConfig {
   /** Phase changes of cluster upgrades are POSTed here as CloudEvents (worker). */
   notificationWebhookUrl?: string;
   worker: WorkerTuning;
+  /**
+   * HOOK_REQUEST_CHECKS (on|off, default on): check every request that starts or signals a workflow
+   * against the management cluster first (src/api/request-checks.ts). Off only for a stack without one.
+   */
+  requestChecks: boolean;
 }
 
 export class ConfigError extends Error {
@@ -208,6 +213,13 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     return { notificationWebhookUrl: raw };
   }
 
+  function requestChecks(): boolean {
+    const raw = str('HOOK_REQUEST_CHECKS', 'on');
+    if (raw === 'on' || raw === 'off') return raw === 'on';
+    problems.push(`HOOK_REQUEST_CHECKS=${JSON.stringify(raw)}: expected on or off`);
+    return true;
+  }
+
   /** TLS, mTLS and API key settings, each problem named. */
   function temporalSecurity(): Pick<TemporalConfig, 'tls' | 'apiKeyFile' | 'apiKey'> {
     const file = (name: string) => env[name] || undefined;
@@ -254,6 +266,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     ...(env.NODE_UPGRADE_JOB_IMAGE ? { nodeUpgradeJobImage: env.NODE_UPGRADE_JOB_IMAGE } : {}),
     ...notificationWebhook(),
     worker,
+    requestChecks: requestChecks(),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

@@ -11,6 +11,7 @@ import type { NativeConnection, Worker } from '@temporalio/worker';
 import { createActivities } from '../../src/activities/index.ts';
 import { managementKubeConfig } from '../../src/activities/kube.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
+import { requestChecksOff } from '../../src/api/request-checks.ts';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
@@ -106,7 +107,9 @@ describe('a workload cluster that cannot be reached', () => {
     await createNamespace(mg.core, ns);
     hole = await blackHole();
     ({ client, close: closeClient } = await testClient());
-    hooks = await startTestHookServer({ lifecycle: createClusterUpgradeHandlers({ client, taskQueue }) });
+    hooks = await startTestHookServer({
+      lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: requestChecksOff }),
+    });
     const created = await createTestWorker({
       taskQueue,
       activities: createActivities({ management: managementKubeConfig(testbed().workerKubeconfig) }),

@@ -10,6 +10,7 @@ import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts
 import { hookPath } from '../../src/api/hook-route.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { createInPlaceHandlers } from '../../src/api/machine-updates.ts';
+import { requestChecksOff } from '../../src/api/request-checks.ts';
 import type { MachineEventInput, MachineUpdateActivities } from '../../src/activities/machine-update-types.ts';
 import { withStepEvents } from '../../src/activities/step-events.ts';
 import { specHash } from '../../src/domain/in-place.ts';
@@ -206,7 +207,9 @@ describe('machine update workflow through UpdateMachine', () => {
     ({ client, close: closeClient } = await testClient());
     taskQueue = `machines-${randomUUID()}`;
     name = `m-${randomUUID().slice(0, 8)}`;
-    hooks = await startTestHookServer({ inPlace: createInPlaceHandlers({ client, taskQueue }) });
+    hooks = await startTestHookServer({
+      inPlace: createInPlaceHandlers({ client, taskQueue, checks: requestChecksOff }),
+    });
   });
   afterEach(async () => {
     await stopWorker();
@@ -656,7 +659,9 @@ describe('machine update workflow through UpdateMachine', () => {
     await waitForStep(idOf(bodies[0]!), 'UpgradeNode');
     await Promise.all(bodies.slice(1).map((b) => call(b)));
     // The real BeforeClusterDelete, as CAPI calls it for a Cluster being deleted.
-    const lifecycle = await startTestHookServer({ lifecycle: createClusterUpgradeHandlers({ client, taskQueue }) });
+    const lifecycle = await startTestHookServer({
+      lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: requestChecksOff }),
+    });
     const capiCluster = capiClusterObject(cluster, 'fleet-a');
     const deleting = {
       apiVersion: HOOKS_API_VERSION,
