@@ -184,14 +184,21 @@ export function registerHook<H extends HookName>(
   registerMethodNotAllowed(app, url);
 }
 
+/** Each connection's caller, read once (CAPI keeps its connections alive). */
+const callers = new WeakMap<object, string | undefined>();
+
 /** `{caller}` from the TLS peer certificate: its CN, else its first subjectAltName; nothing on plain HTTP. */
 function callerOf(request: FastifyRequest): { caller?: string } {
   const socket = request.socket as Partial<TLSSocket>;
   if (typeof socket.getPeerCertificate !== 'function') return {};
-  const cert = socket.getPeerCertificate();
-  if (!cert || Object.keys(cert).length === 0) return {};
-  const cn = cert.subject?.CN;
-  const name = (Array.isArray(cn) ? cn[0] : cn) || cert.subjectaltname?.split(',')[0]?.trim();
+  let name: string | undefined;
+  if (callers.has(socket)) name = callers.get(socket);
+  else {
+    const cert = socket.getPeerCertificate();
+    const cn = cert?.subject?.CN;
+    name = (Array.isArray(cn) ? cn[0] : cn) || cert?.subjectaltname?.split(',')[0]?.trim() || undefined;
+    callers.set(socket, name);
+  }
   return name ? { caller: name } : {};
 }
 
