@@ -6,7 +6,13 @@ import { createClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
 import { HookRegistry } from './api/registry.ts';
 import { createInPlaceHandlers } from './api/machine-updates.ts';
 import { createNodeAgentCheck, type NodeAgentCheck } from './api/node-agents.ts';
-import { createRequestChecks, managementObjects, requestChecksOff, type RequestChecks } from './api/request-checks.ts';
+import {
+  createRequestChecks,
+  managementObjects,
+  REQUEST_CHECKS_ON_MESSAGE,
+  requestChecksOff,
+  type RequestChecks,
+} from './api/request-checks.ts';
 import {
   isManagementClusterConfigured,
   MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE,
@@ -222,7 +228,7 @@ function requestChecks(config: AppConfig, log: Logger): RequestChecks {
     log.error(
       `${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: HOOK_REQUEST_CHECKS is on, so every hook call that would start or signal a workflow is held; set MANAGEMENT_KUBECONFIG, or HOOK_REQUEST_CHECKS=off for a stack without a management cluster`,
     );
-  }
+  } else log.info(REQUEST_CHECKS_ON_MESSAGE);
   return createRequestChecks(managementObjects(management));
 }
 

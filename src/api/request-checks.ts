@@ -22,6 +22,10 @@ export const UPDATE_IN_PROGRESS_ANNOTATION = 'in-place-updates.internal.cluster.
 /** The hooks CAPI intends to call for an object (runtimev1.PendingHooksAnnotation, a comma-separated list). */
 export const PENDING_HOOKS_ANNOTATION = 'runtime.cluster.x-k8s.io/pending-hooks';
 
+/** Logged at start when the checks are on. */
+export const REQUEST_CHECKS_ON_MESSAGE =
+  'hook requests are checked against the management cluster before anything starts';
+
 /** What the answer to CAPI says when the management cluster cannot be read: hold, never proceed. */
 export const CHECK_UNAVAILABLE_MESSAGE =
   'orchestrator unavailable: the management cluster could not be read to check this request; will retry';
