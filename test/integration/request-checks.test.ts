@@ -10,7 +10,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import type { NativeConnection, Worker } from '@temporalio/worker';
 import { createActivities } from '../../src/activities/index.ts';
 import { managementKubeConfig, PooledKubeConfig } from '../../src/activities/kube.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
@@ -44,7 +43,7 @@ import {
   type CapiObject,
 } from '../support/fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
-import { createTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
+import { startTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
 import { waitFor } from '../support/wait.ts';
 
 const group = testGroup('checks');
@@ -133,7 +132,7 @@ describe('request checks against the management cluster', () => {
   let closeClient: () => Promise<void>;
   let hooks: TestHookServer;
   let unreachable: TestHookServer;
-  let worker: { worker: Worker; connection: NativeConnection; done: Promise<void> };
+  let worker: Awaited<ReturnType<typeof startTestWorker>> | undefined;
   let objects: ReturnType<typeof countedObjects>;
   const taskQueue = uniqueTaskQueue('checks');
   // No worker polls this one: an accepted UpdateMachine only has to start its run.
@@ -197,16 +196,13 @@ describe('request checks against the management cluster', () => {
       lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: down }),
       inPlace: createInPlaceHandlers({ client, taskQueue: machineQueue, checks: down }),
     });
-    const created = await createTestWorker({
+    worker = await startTestWorker({
       taskQueue,
       activities: createActivities({ management: managementKubeConfig(testbed().workerKubeconfig) }),
     });
-    worker = { ...created, done: created.worker.run() };
   });
   afterAll(async () => {
-    worker?.worker.shutdown();
-    await worker?.done;
-    await worker?.connection.close();
+    await worker?.stop();
     await hooks?.close();
     await unreachable?.close();
     await closeClient?.();
