@@ -1,9 +1,11 @@
+# shellcheck shell=bash
 # Sourced by the Makefile: makes sure every tool the project needs is present
 # (installing what is missing into a versioned cache outside the repository)
 # and exports PATH, TEMPORAL_CLI and, when found, TCTL_CLI.
 #   source scripts/env.sh            # node 24, npm deps, temporal CLI
 #   source scripts/env.sh --testbed  # also the Kubernetes test-bed binaries
 #   source scripts/env.sh --testbed --capi  # and the Cluster API managers (real-CAPI tier)
+#   source scripts/env.sh --lint     # also shellcheck (Debian's package when root)
 # Nothing is downloaded except through the npm registry and the Go module proxy.
 
 CAPI_UO_CACHE="${CAPI_UO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-upgrade-orchestrator}"
@@ -48,11 +50,23 @@ _uo_go_install() { # name version module-path
   local name=$1 version=$2 pkg=$3 dir="$CAPI_UO_CACHE/tools/$1-$2"
   if [ -x "$dir/$name" ]; then printf '%s\n' "$dir/$name"; return 0; fi
   command -v go >/dev/null || { _uo_die "'$name' is not on PATH and Go is not installed: install Go (1.24+) or put '$name' on PATH"; return 1; }
-  _uo_log "building $name $version with go install (first run only; takes minutes)"
-  local start=$SECONDS
-  mkdir -p "$dir"
-  GOBIN="$dir" GOFLAGS="${GOFLAGS:-} -trimpath" go install "$pkg@$version" >&2 || { rm -rf "$dir"; _uo_die "go install $pkg@$version failed"; return 1; }
-  _uo_log "built $name in $((SECONDS - start))s"
+  mkdir -p "$CAPI_UO_CACHE/tools"
+  # Several `make` runs starting at once on a cold cache build once: the others
+  # wait for the lock and then find the binary. The build goes to a private
+  # directory and is moved into place whole, so no caller sees half of it.
+  (
+    if command -v flock >/dev/null; then flock 8; fi
+    if [ -x "$dir/$name" ]; then exit 0; fi
+    _uo_log "building $name $version with go install (first run only; takes minutes)"
+    start=$SECONDS
+    tmp=$(mktemp -d "$CAPI_UO_CACHE/tools/.$name-$version.XXXXXX") || exit 1
+    if ! GOBIN="$tmp" GOFLAGS="${GOFLAGS:-} -trimpath" go install "$pkg@$version" >&2; then
+      rm -rf "$tmp"
+      exit 1
+    fi
+    rm -rf "$dir" && mv "$tmp" "$dir" || exit 1
+    _uo_log "built $name in $((SECONDS - start))s"
+  ) 8>"$CAPI_UO_CACHE/tools/.$name.lock" || { _uo_die "go install $pkg@$version failed"; return 1; }
   printf '%s\n' "$dir/$name"
 }
 
@@ -65,7 +79,8 @@ _uo_temporal() {
     fi
   fi
   export TEMPORAL_CLI
-  export PATH="$(dirname "$TEMPORAL_CLI"):$PATH"
+  PATH="$(dirname "$TEMPORAL_CLI"):$PATH"
+  export PATH
   # tctl is deprecated upstream and the module proxy here does not serve it:
   # use it when it is on PATH or in the cache, otherwise go on without it.
   if [ -z "${TCTL_CLI:-}" ]; then
@@ -81,6 +96,21 @@ _uo_temporal() {
   if [ -n "${TCTL_CLI:-}" ]; then export TCTL_CLI; fi
 }
 
+# The linter shellcheck checks the node upgrade script (it runs as root on every node) and
+# these scripts; `make test` must not skip that on a machine that lacks it.
+_uo_shellcheck() {
+  command -v shellcheck >/dev/null && return 0
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    _uo_log "installing shellcheck from Debian's packages"
+    { apt-get install -y -qq shellcheck >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq shellcheck >/dev/null 2>&1; }; } ||
+      { _uo_die "apt-get install shellcheck failed"; return 1; }
+  else
+    _uo_die "shellcheck not found: install it (Debian/Ubuntu: apt-get install shellcheck; macOS: brew install shellcheck)"
+    return 1
+  fi
+}
+
 _uo_testbed() {
   local out
   out=$(bash scripts/tools-k8s.sh) || { _uo_die "building the Kubernetes test-bed binaries failed"; return 1; }
@@ -94,14 +124,16 @@ _uo_capi() {
 }
 
 _uo_main() {
-  local arg testbed="" capi=""
+  local arg testbed="" capi="" lint=""
   for arg in "$@"; do
     case "$arg" in
       --testbed) testbed=1 ;;
       --capi) capi=1 ;;
-      *) _uo_die "unknown option $arg (expected --testbed, --capi)"; return 1 ;;
+      --lint) lint=1 ;;
+      *) _uo_die "unknown option $arg (expected --testbed, --capi, --lint)"; return 1 ;;
     esac
   done
+  if [ -n "$lint" ]; then _uo_shellcheck || return 1; fi
   _uo_node || return 1
   _uo_deps || return 1
   _uo_temporal || return 1

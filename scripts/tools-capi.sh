@@ -110,7 +110,7 @@ CAPI_TEST_DIR="$(moddir sigs.k8s.io/cluster-api/test)"
 CR_DIR="$(moddir sigs.k8s.io/controller-runtime)"
 for m in "${MODULES[@]}"; do
   d="$(moddir "$m")"
-  [ -n "$d" ] && [ -d "$d" ] || die "module directory of $m missing after go mod download (${d:-not resolved})"
+  if [ -z "$d" ] || [ ! -d "$d" ]; then die "module directory of $m missing after go mod download (${d:-not resolved})"; fi
 done
 
 # patch_sources DIR: writes patched copies of controller-runtime and of the CAPI

@@ -112,13 +112,30 @@ export interface MachineUpdateActivities {
   setNodeUpdateFailed(input: { cluster: MachineRef; nodeName: string; reason: string }): Promise<void>;
   /** After a success: the condition False, the annotation gone. */
   clearNodeUpdateFailed(input: { cluster: MachineRef; nodeName: string }): Promise<void>;
-  /** Deletes what the executor created for `requestName` (Job or NodeUpgradeRequest, and their Secrets); idempotent. */
   /** A Kubernetes Event on the Machine; none when the Machine is gone. */
   recordMachineEvent(input: MachineEventInput): Promise<void>;
-  cleanupNodeUpgrade(input: {
-    cluster: MachineRef;
-    nodeName: string;
-    executor: ExecutorKind;
-    requestName: string;
-  }): Promise<void>;
+  /** Deletes what the executor created for `requestName` (Job or NodeUpgradeRequest, and their Secrets); idempotent. */
+  cleanupNodeUpgrade(input: NodeUpgradeRef): Promise<void>;
+  /**
+   * An abort after the executor started: keeps what it said last (the result, in history), then
+   * stops it (deletes the Job or the NodeUpgradeRequest); idempotent.
+   */
+  stopNodeUpgrade(input: NodeUpgradeRef): Promise<NodeUpgradeStopped>;
+}
+
+/** The executor's object of one node upgrade. */
+export interface NodeUpgradeRef {
+  cluster: MachineRef;
+  nodeName: string;
+  executor: ExecutorKind;
+  requestName: string;
+}
+
+export interface NodeUpgradeStopped {
+  /** The executor had started on the node: the Job existed, or an agent had set a status on the request. */
+  started: boolean;
+  /** What the Job or the request said when it was stopped. */
+  observed: string;
+  /** job: the tail of its newest pod's log, read before the Job (and its pods) were deleted. */
+  log?: { pod?: string; lines: string[]; unavailable?: string };
 }

@@ -15,6 +15,7 @@ import { createDrainActivities } from './drain/drain.ts';
 import { readBootstrapFiles } from './executors/bootstrap-files.ts';
 import { delegateExecution, deleteNodeUpgradeRequest } from './executors/delegate.ts';
 import { deleteUpgradeJob, jobExecution, type JobExecutorConfig } from './executors/job.ts';
+import { stopNodeUpgrade } from './executors/stop.ts';
 import { workloadKubeConfig } from './kube.ts';
 import {
   MACHINE_UPDATE_FAILURES,
@@ -161,6 +162,11 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
       const kc = await workload(cluster);
       if (executor === 'job') await deleteUpgradeJob(kc, namespace, requestName);
       else await deleteNodeUpgradeRequest(kc, namespace, requestName);
+    },
+
+    async stopNodeUpgrade({ cluster, executor, requestName }) {
+      const retried = Context.current().info.attempt > 1;
+      return await stopNodeUpgrade(await workload(cluster), namespace, executor, requestName, retried);
     },
 
     waitForNodeVersion: node.waitForNodeVersion,

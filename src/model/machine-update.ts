@@ -85,6 +85,22 @@ export function machineUpdateFailure(
   return `update of machine ${machine.namespace}/${machine.name} to ${version} failed at ${step}: ${reason}`;
 }
 
+/**
+ * What an update aborted after its node upgrade started says (the node's state is unknown: it is
+ * not given back). Final for the desired spec, like any abort.
+ */
+export function machineUpdateAbortedAfterExecutor(
+  machine: { namespace: string; name: string },
+  version: string,
+  nodeName: string,
+  reason: string,
+): string {
+  return (
+    `update of machine ${machine.namespace}/${machine.name} to ${version} aborted after the node upgrade started: ` +
+    `node ${nodeName} stays cordoned and marked InPlaceUpdateFailed (${reason})`
+  );
+}
+
 export interface MachineUpdateMemo {
   phase: MachineUpdatePhase;
   step: MachineUpdateStep;

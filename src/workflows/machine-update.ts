@@ -10,33 +10,32 @@
 // - abort while queued (`abort` to the slots workflow, with the update's workflow
 //   id, or BeforeClusterDelete): the run is started only to end as aborted.
 // - abort (signal, BeforeClusterDelete, a newer desired spec, the Machine being
-//   deleted, seen by the drain and the upgrade wait) at any step: the
-//   step is cancelled at once, the executor's Job / NodeUpgradeRequest deleted,
-//   the node uncordoned if we cordoned it; UpdateMachine answers Failure naming
-//   the abort and the run ends.
+//   deleted, seen by the drain and the upgrade wait) before the executor
+//   started: the step is cancelled at once, the node uncordoned if we cordoned
+//   it; UpdateMachine answers Failure naming the abort and the run ends.
+// - the same abort once the executor started (its Job existed or an agent took
+//   the request), or while a failure after the executor holds the node: the
+//   executor is stopped after its last words are kept (stopNodeUpgrade's result),
+//   and the node is treated as after such a failure: it stays cordoned, marked
+//   InPlaceUpdateFailed; UpdateMachine answers Failure saying so and the run ends.
 // - a failure before the executor touched the node: the node is uncordoned (it
 //   is as it was); after: it stays cordoned with the Node condition
 //   InPlaceUpdateFailed=True, which a MachineHealthCheck can remediate.
 //   Either way the run stays open, answers Failure, and starts over when
 //   UpdateMachine is called again after a backoff or on the `retry` signal.
 import {
-  ActivityFailure,
-  ApplicationFailure,
+  ActivityCancellationType,
   CancellationScope,
   condition,
   isCancellation,
   patched,
   proxyActivities,
-  proxyLocalActivities,
   setHandler,
-  sleep,
   upsertSearchAttributes,
-  workflowInfo,
 } from '@temporalio/workflow';
 import type {
   DrainOptions,
   MachineEventInput,
-  MachineEventReason,
   MachineRef,
   MachineUpdateActivities,
 } from '../activities/machine-update-types.ts';
@@ -49,8 +48,15 @@ import {
   type MachineUpdateStatus,
 } from '../model/machine-update.ts';
 import { machineUpdateWorkflowV1 } from './legacy/machine-update-v1.ts';
-import { EventChain } from './event-chain.ts';
-import { formatDuration } from '../domain/durations.ts';
+import {
+  failureReason,
+  failureType,
+  localQuick,
+  preflightWithin,
+  remoteQuick,
+  retry,
+} from './machine-update/activities.ts';
+import { MachineUpdateEvents } from './machine-update/events.ts';
 import { MachineUpdateSlot } from './machine-update/slot.ts';
 import { MachineUpdateState } from './machine-update/state.ts';
 import { NodeName } from './search-attributes.ts';
@@ -66,24 +72,8 @@ export const MACHINE_UPDATE_EVENTS = 'machine-update-events';
 export const MACHINE_UPDATE_ALL_CHANGES = 'machine-update-all-changes-1';
 /** The above, and each milestone Event carried by the step activity that reaches it (step-events.ts). */
 export const MACHINE_UPDATE_ALL_CHANGES_2 = 'machine-update-all-changes-2';
-/** Preflight failures that mean "not yet": waited out, then reported with what was last seen. */
-const PREFLIGHT_WAITS = ['NodeNotReady', 'MaxUnavailableReached', 'MachineHasNoNode'];
-
-const retry = { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 };
-const remoteQuick = proxyActivities<MachineUpdateActivities>({ startToCloseTimeout: '1 minute', retry });
-const localQuick = proxyLocalActivities<MachineUpdateActivities>({ startToCloseTimeout: '1 minute', retry });
-const localPreflight = proxyLocalActivities<MachineUpdateActivities>({
-  startToCloseTimeout: '1 minute',
-  retry: { ...retry, nonRetryableErrorTypes: PREFLIGHT_WAITS },
-});
-// Best effort: a few quick tries, then the update goes on without its Event. Regular activities,
-// not local ones: a local activity holds its workflow task open, which delayed the next step's
-// dispatch by the Event's API calls (Drain p50 0.28 → 0.86 s in bench/machine-updates.ts).
-const eventActivities = proxyActivities<MachineUpdateActivities>({
-  startToCloseTimeout: '10 seconds',
-  retry: { initialInterval: '1 second', maximumAttempts: 3 },
-});
-
+/** The above, and an abort once the executor started keeps the node cordoned and marked (never back in service). */
+export const MACHINE_UPDATE_ALL_CHANGES_3 = 'machine-update-all-changes-3';
 /** Backoff before a failed update may start over: base, 2×, 4× … at most 30× the base (1 minute by default). */
 export function retryBackoffMs(attempt: number, baseMs = 60_000): number {
   return Math.min(30, 2 ** Math.max(0, attempt - 1)) * baseMs;
@@ -96,7 +86,8 @@ class Aborted extends Error {}
 export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<MachineUpdateStatus> {
   // New runs take every change at once: one marker and one TemporalChangeVersion upsert, not four
   // (each upsert is a visibility write). Runs started before ask for each change, as they did.
-  const eventsInSteps = patched(MACHINE_UPDATE_ALL_CHANGES_2);
+  const abortKeepsNode = patched(MACHINE_UPDATE_ALL_CHANGES_3);
+  const eventsInSteps = abortKeepsNode || patched(MACHINE_UPDATE_ALL_CHANGES_2);
   const current = eventsInSteps || patched(MACHINE_UPDATE_ALL_CHANGES);
   if (!current && !patched(MACHINE_UPDATE_V2)) return await machineUpdateWorkflowV1(input);
   // Preflight, cordon, uncordon, node conditions, cleanup: single API calls, cheapest run in the worker.
@@ -105,22 +96,9 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   const recordsEvents = current || patched(MACHINE_UPDATE_EVENTS);
   const state = new MachineUpdateState(input);
   const { status } = state;
-  // Events run beside the steps, one after another (so they keep their order on the Machine);
-  // the run waits for them only before it ends (or sits in Failed).
-  const events = new EventChain(
-    recordsEvents ? (e: MachineEventInput) => eventActivities.recordMachineEvent(e) : undefined,
-  );
-  const eventInput = (reason: MachineEventReason, type: 'Normal' | 'Warning', message: string): MachineEventInput => {
-    const { workflowId, runId } = workflowInfo();
-    const key = `${workflowId}/${runId}/${status.attempt ?? 1}/${reason}`;
-    return { machine: input.machine, reason, type, message, key };
-  };
-  const event = (reason: MachineEventReason, type: 'Normal' | 'Warning', message: string) => {
-    events.add(eventInput(reason, type, message));
-  };
-  /** A milestone's Event for the step that reaches it to record; undefined when this run records it beside. */
-  const stepEvent = (reason: MachineEventReason, message: string): MachineEventInput | undefined =>
-    eventsInSteps ? eventInput(reason, 'Normal', message) : undefined;
+  const events = new MachineUpdateEvents(input, status, recordsEvents, eventsInSteps);
+  const event = events.add.bind(events);
+  const stepEvent = events.forStep.bind(events);
   const carrying = (e: MachineEventInput | undefined) => (e ? { event: e } : {});
   const eventsRecorded = async () => {
     await events.settled();
@@ -164,7 +142,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     try {
       return await stepScope.run(fn);
     } catch (err) {
-      if (abortReason !== undefined && isCancellation(err)) throw new Aborted(abortReason);
+      // New runs: once an abort is asked for, the step ends as the abort whatever it ended with.
+      if (abortReason !== undefined && (abortKeepsNode || isCancellation(err))) throw new Aborted(abortReason);
       throw err;
     } finally {
       stepScope = undefined;
@@ -183,6 +162,9 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     startToCloseTimeout: input.nodeUpgradeTimeoutMs + 60_000,
     heartbeatTimeout: '10 seconds',
     retry,
+    // New runs wait for the upgrade to take its cancellation before stopping the executor: an
+    // upgradeNode still creating its Job must not race the stop (the SDK's default does not wait).
+    ...(abortKeepsNode ? { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED } : {}),
   });
 
   let cluster: MachineRef = { namespace: input.machine.namespace, name: input.clusterName };
@@ -194,34 +176,11 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   const requestName = (attempt: number) =>
     `${input.machine.name}-${input.specHash}${attempt > 1 ? `-${attempt}` : ''}`.slice(0, 63).replace(/-+$/, '');
 
-  /** Preflight, waiting out "not yet" (node NotReady, maxUnavailable reached) up to `timeoutMs`. */
-  const preflightWithin = async (timeoutMs: number) => {
-    const deadline = Date.now() + timeoutMs;
-    // About 100 rounds whatever the timeout (1–30 s apart): the history stays short.
-    const pause = Math.min(30_000, Math.max(1_000, Math.ceil(timeoutMs / 100)));
-    for (;;) {
-      try {
-        return await step(() => localPreflight.preflight({ machine: input.machine }));
-      } catch (err) {
-        const type = failureType(err);
-        if (type === undefined || !PREFLIGHT_WAITS.includes(type)) throw err;
-        if (Date.now() >= deadline) {
-          throw ApplicationFailure.nonRetryable(
-            `${failureReason(err)} (waited ${formatDuration(timeoutMs)}, preflightTimeout)`,
-            type,
-          );
-        }
-        state.note(`preflight checks: waiting: ${failureReason(err)}`);
-        await step(() => sleep(pause));
-      }
-    }
-  };
-
   const attemptUpdate = async () => {
     await slot.acquire(state, () => abortReason !== undefined);
     checkpoint();
     const pre = preflightWaits
-      ? await preflightWithin(input.preflightTimeoutMs!)
+      ? await preflightWithin(input.machine, input.preflightTimeoutMs!, step, state)
       : await step(() => quick.preflight({ machine: input.machine }));
     status.nodeName = pre.nodeName;
     cluster = { namespace: input.machine.namespace, name: pre.clusterName };
@@ -343,6 +302,46 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     });
   };
 
+  /**
+   * An abort once the executor was under way: keeps what it said, stops it, and says whether it had
+   * started on the node (when not, the node is as it was and is given back as before any executor).
+   */
+  const stopExecutor = async (): Promise<boolean> =>
+    await CancellationScope.nonCancellable(async () => {
+      if (!status.nodeName) return false;
+      const { started } = await remoteQuick.stopNodeUpgrade({
+        cluster,
+        nodeName: status.nodeName,
+        executor: input.executor,
+        requestName: requestName(status.attempt ?? 1),
+      });
+      executorStarted = false; // stopped and deleted: nothing left for cleanUp
+      return started;
+    });
+  /**
+   * Ends an abort after the node was touched as a failure after the executor leaves it: cordoned
+   * and marked (`marked`: the failure did that already, and its reason stays on the node).
+   */
+  const keepNode = async (reason = 'aborted', marked = false): Promise<MachineUpdateStatus> => {
+    const nodeName = status.nodeName ?? '';
+    await CancellationScope.nonCancellable(async () => {
+      if (!marked) {
+        const why = `${state.who}: aborted after the node upgrade started: ${reason}`;
+        await quick.setNodeUpdateFailed({ cluster, nodeName, reason: why });
+      }
+      // The run ends: its place goes to the next machine (the node stays out of service).
+      await slot.release();
+    });
+    state.abortedAfterExecutor(reason, nodeName);
+    event(
+      'MachineUpdateAborted',
+      'Warning',
+      `aborted after the node upgrade started: ${reason}; node ${nodeName} stays cordoned and marked InPlaceUpdateFailed`,
+    );
+    await eventsRecorded();
+    return status;
+  };
+
   if (input.abortedWhileQueued !== undefined) {
     // Aborted before its turn (started by the slots workflow only to say so): nothing was touched.
     abortReason = input.abortedWhileQueued;
@@ -364,10 +363,12 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       return status;
     } catch (err) {
       // `temporal workflow cancel` is an abort too; so is the Machine going away (scale-down,
-      // remediation: Cluster API drains and deletes the node itself, we must not flag it).
+      // remediation: Cluster API drains and deletes the node itself; before the executor we
+      // must not flag it, after it the node is kept out of service like on any abort).
       if (!(err instanceof Aborted) && isCancellation(err)) abortReason ??= 'the workflow was cancelled';
       if (failureType(err) === MACHINE_DELETED) abortReason ??= failureReason(err);
       if (err instanceof Aborted || isCancellation(err) || failureType(err) === MACHINE_DELETED) {
+        if (abortKeepsNode && executorStarted && (await stopExecutor())) return await keepNode(abortReason);
         await cleanUp(true);
         state.aborted(abortReason ?? 'aborted');
         event('MachineUpdateAborted', 'Warning', `aborted: ${abortReason ?? 'aborted'}`);
@@ -395,6 +396,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         return status;
       }
       if (abortReason !== undefined) {
+        // The failure left the node cordoned and marked: the abort does not give it back.
+        if (abortKeepsNode && touched && status.nodeName) return await keepNode(abortReason, true);
         await cleanUp(true);
         state.aborted(abortReason);
         event('MachineUpdateAborted', 'Warning', `aborted: ${abortReason}`);
@@ -405,19 +408,4 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       state.retrying();
     }
   }
-}
-
-/** The innermost application failure's type. */
-function failureType(err: unknown): string | undefined {
-  let e: unknown = err;
-  while (e instanceof ActivityFailure && e.cause) e = e.cause;
-  return e instanceof ApplicationFailure ? (e.type ?? undefined) : undefined;
-}
-
-/** The innermost failure message: deterministic, no stack. */
-function failureReason(err: unknown): string {
-  let e: unknown = err;
-  while (e instanceof ActivityFailure && e.cause) e = e.cause;
-  if (e instanceof ApplicationFailure) return e.message;
-  return e instanceof Error ? e.message : String(e);
 }

@@ -49,6 +49,9 @@ async function startExtension(
   const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', join(ROOT, 'src/local/dev.ts')], {
     cwd: ROOT,
     stdio: ['ignore', out, out],
+    // A process group of its own: stopping it also stops its Temporal dev server,
+    // even when the extension had to be killed before it could stop that child.
+    detached: true,
     env: {
       ...process.env,
       CAPI_UO_DATA_DIR: dir,
@@ -61,7 +64,7 @@ async function startExtension(
   const deadline = Date.now() + 120_000;
   while (!readFileSync(log, 'utf8').includes('capi-upgrade-orchestrator is running')) {
     if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill('SIGKILL');
+      await stopChild(child);
       throw new Error(`the extension (src/local/dev.ts) did not start; its output:\n${readFileSync(log, 'utf8')}`);
     }
     await new Promise((r) => setTimeout(r, 250));
@@ -75,13 +78,22 @@ async function startExtension(
   };
 }
 
+/** Stops the extension, then whatever is left of its process group (its Temporal dev server). */
 async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-  await exited;
-  clearTimeout(timer);
+  const group = child.pid;
+  if (child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    await exited;
+    clearTimeout(timer);
+  }
+  if (group === undefined) return;
+  try {
+    process.kill(-group, 'SIGKILL');
+  } catch {
+    // ESRCH: the group is already empty.
+  }
 }
 
 /** Starts CAPI on the test bed whose testbed.json is given, then the extension, then registers it. */

@@ -1,18 +1,10 @@
 // In-place machine updates driven by UpdateMachine over HTTPS, on the real
 // dev server with a real worker; activities stubbed.
 import { randomUUID } from 'node:crypto';
-import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
-import { Context } from '@temporalio/activity';
+import { beforeEach, describe, expect, it } from '@jest/globals';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import type { NativeConnection, Worker } from '@temporalio/worker';
-import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
-import { hookPath } from '../../src/api/hook-route.ts';
-import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
-import { createInPlaceHandlers } from '../../src/api/machine-updates.ts';
-import { requestChecksOff } from '../../src/api/request-checks.ts';
-import type { MachineEventInput, MachineUpdateActivities } from '../../src/activities/machine-update-types.ts';
-import { withStepEvents } from '../../src/activities/step-events.ts';
+import { HOOKS_API_VERSION } from '../../src/api/contract.ts';
 import { specHash } from '../../src/domain/in-place.ts';
 import {
   machineUpdateSlotsWorkflowId,
@@ -20,6 +12,7 @@ import {
   type MachineUpdateSlotsStatus,
   type MachineUpdateStatus,
 } from '../../src/model/machine-update.ts';
+import type { MachineEventInput } from '../../src/activities/machine-update-types.ts';
 import {
   abortSignal,
   acquireSlotSignal,
@@ -30,191 +23,26 @@ import {
 } from '../../src/workflows/messages.ts';
 import { machineUpdateWorkflow } from '../../src/workflows/machine-update.ts';
 import { machineUpdateSlotsWorkflow } from '../../src/workflows/machine-update-slots.ts';
-import { callHook } from '../support/capi-client.ts';
+import {
+  beforeClusterDeleteCaller,
+  clusterRequest,
+  eventsOf,
+  machineUpdateHarness,
+  stubs,
+  updateMachineRequest,
+} from '../support/machine-update-workflow.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { temporalCli, temporalSignal } from '../support/temporal-cli.ts';
 import { waitFor } from '../support/wait.ts';
-import {
-  cluster as capiClusterObject,
-  infrastructureMachine,
-  kubeadmConfig,
-  machine,
-} from '../support/capi-fixtures.ts';
-import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
-import { createTestWorker, testClient } from '../support/temporal.ts';
-
-type Calls = Record<string, number>;
-
-/**
- * Stubs. `drainBlocks` / `upgradeBlocks` make the activity heartbeat until cancelled;
- * `drainFails` / `upgradeFails` fail it (non-retryable) while they return a message.
- */
-function stubs(
-  opts: {
-    drainBlocks?: () => boolean;
-    upgradeBlocks?: () => boolean;
-    drainFails?: () => string | undefined;
-    upgradeFails?: string | (() => string | undefined);
-  } = {},
-): MachineUpdateActivities & { calls: Calls; seen: Record<string, unknown[]> } {
-  const calls: Calls = {};
-  const seen: Record<string, unknown[]> = {};
-  const count = (name: string, arg?: unknown) => {
-    calls[name] = (calls[name] ?? 0) + 1;
-    (seen[name] ??= []).push(arg);
-  };
-  const blockUntilCancelled = async (blocks: () => boolean, name: string) => {
-    const ctx = Context.current();
-    try {
-      while (blocks()) {
-        ctx.heartbeat({ remaining: 1, summary: 'pod default/web-1 blocked by PDB default/web' });
-        await ctx.sleep(100);
-      }
-    } catch (err) {
-      count(`${name}Cancelled`);
-      throw err;
-    }
-  };
-  const upgradeFailure = () => (typeof opts.upgradeFails === 'function' ? opts.upgradeFails() : opts.upgradeFails);
-  return {
-    calls,
-    seen,
-    async preflight() {
-      count('preflight');
-      return { nodeName: 'worker-0', clusterName: 'prod-1' };
-    },
-    async cordon() {
-      count('cordon');
-      return { wasUnschedulable: false };
-    },
-    async uncordon() {
-      count('uncordon');
-    },
-    async drain(input) {
-      count('drain', input);
-      const failure = opts.drainFails?.();
-      if (failure) throw ApplicationFailure.nonRetryable(failure, 'DrainFailed');
-      if (opts.drainBlocks) await blockUntilCancelled(opts.drainBlocks, 'drain');
-      return { evicted: 3, deleted: 0, forceDeleted: 0, skipped: 1 };
-    },
-    async upgradeNode(input) {
-      count('upgradeNode', input);
-      const failure = upgradeFailure();
-      if (failure) throw ApplicationFailure.nonRetryable(failure, 'NodeUpgradeFailed');
-      if (opts.upgradeBlocks) await blockUntilCancelled(opts.upgradeBlocks, 'upgradeNode');
-      return { message: 'node agent reported Succeeded' };
-    },
-    async waitForNodeVersion() {
-      count('waitForNodeVersion');
-    },
-    async markNodeFailed() {
-      count('markNodeFailed');
-    },
-    async setNodeUpdateFailed(input) {
-      count('setNodeUpdateFailed', input);
-    },
-    async clearNodeUpdateFailed() {
-      count('clearNodeUpdateFailed');
-    },
-    async cleanupNodeUpgrade(input) {
-      count('cleanupNodeUpgrade', input);
-    },
-    async recordMachineEvent(input) {
-      count('recordMachineEvent', input);
-    },
-  };
-}
-
-/** The Events a run recorded on its Machine: reason and message, in order. */
-const eventsOf = (activities: { seen: Record<string, unknown[]> }) =>
-  ((activities.seen.recordMachineEvent ?? []) as MachineEventInput[]).map((e) => `${e.type} ${e.reason}: ${e.message}`);
-
-function updateMachineRequest(
-  version: string,
-  name: string,
-  files: { path: string; content: string }[] = [],
-  settings?: Record<string, string>,
-) {
-  return {
-    apiVersion: HOOKS_API_VERSION,
-    kind: 'UpdateMachineRequest',
-    ...(settings ? { settings } : {}),
-    desired: {
-      machine: machine(name, 'fleet-a', version),
-      infrastructureMachine: infrastructureMachine(name),
-      bootstrapConfig: kubeadmConfig(name, 'fleet-a', files),
-    },
-  };
-}
-
-interface Answer {
-  status: string;
-  message?: string;
-  retryAfterSeconds: number;
-}
 
 describe('machine update workflow through UpdateMachine', () => {
+  const harness = machineUpdateHarness();
+  const { startWorker, stopWorker, call, pollUntilDone, waitForStep, idFor } = harness;
   let client: Client;
-  let closeClient: () => Promise<void>;
-  let hooks: TestHookServer;
   let taskQueue: string;
-  let running: { worker: Worker; connection: NativeConnection; done: Promise<void> } | undefined;
   let name: string;
-
-  const startWorker = async (activities: MachineUpdateActivities) => {
-    // As createActivities does: the steps record the Events they carry (through the stub).
-    const { worker, connection } = await createTestWorker({ taskQueue, activities: withStepEvents(activities) });
-    running = { worker, connection, done: worker.run() };
-  };
-  const stopWorker = async () => {
-    if (!running) return;
-    running.worker.shutdown();
-    await running.done;
-    await running.connection.close();
-    running = undefined;
-  };
-  const call = async (body: unknown) =>
-    (
-      await callHook<Answer>(hooks.url, hookPath('UpdateMachine', defaultHandlerName('UpdateMachine')), body, {
-        ca: hooks.ca.certPem,
-        timeout: '10s',
-      })
-    ).body;
-  const pollUntilDone = async (body: unknown, timeoutMs = 30_000) => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const a = await call(body);
-      if (a.status === 'Failure' || a.retryAfterSeconds === 0 || Date.now() > deadline) return a;
-      await new Promise((r) => setTimeout(r, 150));
-    }
-  };
-  const waitForStep = async (id: string, step: string) => {
-    for (let i = 0; i < 100; i++) {
-      // Not found yet: a queued update's run is started when it is let in.
-      const s = (await client.workflow
-        .getHandle(id)
-        .query('status')
-        .catch(() => undefined)) as MachineUpdateStatus | undefined;
-      if (s?.step === step) return s;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error(`workflow never reached ${step}`);
-  };
-  const idFor = (body: ReturnType<typeof updateMachineRequest>) =>
-    machineUpdateWorkflowId({ namespace: 'fleet-a', name }, specHash(body.desired));
-
-  beforeEach(async () => {
-    ({ client, close: closeClient } = await testClient());
-    taskQueue = `machines-${randomUUID()}`;
-    name = `m-${randomUUID().slice(0, 8)}`;
-    hooks = await startTestHookServer({
-      inPlace: createInPlaceHandlers({ client, taskQueue, checks: requestChecksOff }),
-    });
-  });
-  afterEach(async () => {
-    await stopWorker();
-    await hooks.close();
-    await closeClient();
+  beforeEach(() => {
+    ({ client, taskQueue, name } = harness);
   });
 
   it('cordons, drains, upgrades, waits and uncordons, then answers done', async () => {
@@ -283,6 +111,9 @@ describe('machine update workflow through UpdateMachine', () => {
     });
     expect(activities.calls.uncordon).toBe(1);
     expect(activities.calls.upgradeNode).toBeUndefined();
+    // Before the executor: nothing to stop, nothing to flag.
+    expect(activities.calls.stopNodeUpgrade).toBeUndefined();
+    expect(activities.calls.setNodeUpdateFailed).toBeUndefined();
   });
 
   it('stops an older update of the same machine before starting one for a new desired spec', async () => {
@@ -375,37 +206,6 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(activities.calls.uncordon).toBe(2);
   });
 
-  it('aborts while the executor runs: cancels it at once, deletes what it created and gives the node back', async () => {
-    const activities = stubs({ upgradeBlocks: () => true });
-    await startWorker(activities);
-    const body = updateMachineRequest('v1.33.1', name);
-    await call(body);
-    await waitForStep(idFor(body), 'UpgradeNode');
-    const started = Date.now();
-    await temporalSignal(idFor(body), 'abort', JSON.stringify({ reason: 'on-call stop' }));
-    const answer = await pollUntilDone(body);
-    const latencyMs = Date.now() - started;
-    expect(answer).toMatchObject({
-      status: 'Failure',
-      message: `update of machine fleet-a/${name} to v1.33.1 aborted: on-call stop`,
-    });
-    expect(latencyMs).toBeLessThan(10_000);
-    const requestName = (activities.seen.upgradeNode?.[0] as { requestName: string }).requestName;
-    expect(activities.seen.cleanupNodeUpgrade).toEqual([
-      expect.objectContaining({ nodeName: 'worker-0', requestName, executor: 'job' }),
-    ]);
-    expect(activities.calls.uncordon).toBe(1);
-    const result = (await client.workflow.getHandle(idFor(body)).result()) as MachineUpdateStatus;
-    expect(result.phase).toBe('Aborted');
-    expect(result.steps.at(-1)).toMatchObject({ type: 'UpgradeNode', status: 'False', reason: 'Aborted' });
-    expect(eventsOf(activities)).toEqual([
-      'Normal MachineUpdateStarted: updating node worker-0 in place to v1.33.1 (job executor)',
-      'Normal NodeDrained: node worker-0 drained',
-      'Warning MachineUpdateAborted: aborted: on-call stop',
-    ]);
-    await recordHistoryIfAsked(client, idFor(body), 'v4-machine-update-events-aborted-in-executor');
-  });
-
   it('starts a new run when the last one was terminated, instead of answering its Failure forever', async () => {
     let failures = 1;
     const activities = stubs({ upgradeFails: () => (failures-- > 0 ? 'disk full' : undefined) });
@@ -482,13 +282,6 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(new Set(runs.map((o) => o.startedAtMs)).size).toBe(1);
   });
 
-  /** A request for a machine of a cluster of the test's own (the slots workflow is per cluster). */
-  const clusterRequest = (cluster: string, machineName: string, settings: Record<string, string>) => {
-    const body = updateMachineRequest('v1.33.1', machineName, [], settings);
-    body.desired.machine.spec.clusterName = cluster;
-    body.desired.machine.metadata.labels['cluster.x-k8s.io/cluster-name'] = cluster;
-    return body;
-  };
   const idOf = (body: ReturnType<typeof updateMachineRequest>) =>
     machineUpdateWorkflowId({ namespace: 'fleet-a', name: body.desired.machine.metadata.name }, specHash(body.desired));
   /** A worker whose node upgrades block until `unblock()`, and a cluster of the test's own allowing one at a time. */
@@ -659,30 +452,19 @@ describe('machine update workflow through UpdateMachine', () => {
     await waitForStep(idOf(bodies[0]!), 'UpgradeNode');
     await Promise.all(bodies.slice(1).map((b) => call(b)));
     // The real BeforeClusterDelete, as CAPI calls it for a Cluster being deleted.
-    const lifecycle = await startTestHookServer({
-      lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: requestChecksOff }),
-    });
-    const capiCluster = capiClusterObject(cluster, 'fleet-a');
-    const deleting = {
-      apiVersion: HOOKS_API_VERSION,
-      kind: 'BeforeClusterDeleteRequest',
-      cluster: { ...capiCluster, metadata: { ...capiCluster.metadata, deletionTimestamp: '2026-11-24T10:00:00Z' } },
-    };
-    const deleteCall = async () =>
-      (
-        await callHook<Answer>(
-          lifecycle.url,
-          hookPath('BeforeClusterDelete', defaultHandlerName('BeforeClusterDelete')),
-          deleting,
-          { ca: lifecycle.ca.certPem, timeout: '10s' },
-        )
-      ).body;
+    const lifecycle = await beforeClusterDeleteCaller(client, taskQueue, cluster);
+    const deleteCall = lifecycle.call;
     // Its first List may not see the slots workflow yet (visibility lags a little): ask until it does.
     const first = await waitFor(deleteCall, (answer) =>
       (answer.message ?? '').includes(machineUpdateSlotsWorkflowId({ namespace: 'fleet-a', name: cluster })),
     );
     expect(first).toMatchObject({ status: 'Success', retryAfterSeconds: 10 });
-    for (const body of bodies) {
+    // The first was past its node upgrade: its node is kept (machine-update-abort.test.ts); the queued ones never ran.
+    expect(await pollUntilDone(bodies[0]!)).toMatchObject({
+      status: 'Failure',
+      message: expect.stringMatching(/aborted after the node upgrade started: .*\(cluster is being deleted\)$/),
+    });
+    for (const body of bodies.slice(1)) {
       expect(await pollUntilDone(body)).toMatchObject({
         status: 'Failure',
         message: expect.stringMatching(/aborted: cluster is being deleted$/),
@@ -695,9 +477,10 @@ describe('machine update workflow through UpdateMachine', () => {
     } finally {
       await lifecycle.close();
     }
-    // Only the first was ever started past the queue; the node it cordoned was given back.
+    // Only the first was ever started past the queue; its node stays cordoned and marked.
     expect(activities.calls.cordon).toBe(1);
-    expect(activities.calls.uncordon).toBe(1);
+    expect(activities.calls.uncordon).toBeUndefined();
+    expect(activities.calls.setNodeUpdateFailed).toBe(1);
     unblock();
   }, 60_000);
 

@@ -235,15 +235,23 @@ const LOG_TAIL_BYTES = 8 * 1024;
 const MAX_JOB_FAILURE_MESSAGE = 400;
 const JOB_NAME_LABEL = 'batch.kubernetes.io/job-name';
 
-/** Reads the tail of the log of the Job's newest failed pod; never throws (the failure matters more). */
-export async function lastFailedPodLog(core: CoreV1Api, namespace: string, jobName: string): Promise<UpgradeJobLog> {
+/**
+ * Reads the tail of the log of the Job's newest failed pod (`anyPhase`: its newest pod, as an abort
+ * stops it); never throws (the failure or the abort matters more).
+ */
+export async function lastFailedPodLog(
+  core: CoreV1Api,
+  namespace: string,
+  jobName: string,
+  anyPhase = false,
+): Promise<UpgradeJobLog> {
   try {
     const pods = (await core.listNamespacedPod({ namespace, labelSelector: `${JOB_NAME_LABEL}=${jobName}` })).items;
     const failed = pods
-      .filter((p) => p.status?.phase === 'Failed')
+      .filter((p) => anyPhase || p.status?.phase === 'Failed')
       .sort((a, b) => timeOf(b.metadata?.creationTimestamp) - timeOf(a.metadata?.creationTimestamp));
     const pod = failed[0]?.metadata?.name;
-    if (!pod) return { lines: [], unavailable: 'no failed pod left' };
+    if (!pod) return { lines: [], unavailable: anyPhase ? 'no pod left' : 'no failed pod left' };
     const text = await core.readNamespacedPodLog({
       name: pod,
       namespace,

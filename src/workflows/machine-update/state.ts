@@ -4,6 +4,7 @@
 import { upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
 import {
   MACHINE_UPDATE_MEMO_KEY,
+  machineUpdateAbortedAfterExecutor,
   machineUpdateFailure,
   machineUpdateMessage,
   type MachineUpdateInput,
@@ -110,15 +111,20 @@ export class MachineUpdateState {
     this.publish();
   }
 
-  aborted(reason: string): void {
+  aborted(reason: string, message = `update of ${this.who} to ${this.input.version} aborted: ${reason}`): void {
     const s = this.status;
     this.closeStep('False', 'Aborted', reason);
     s.phase = 'Aborted';
     s.reason = reason;
     delete s.retryNotBefore;
     delete s.retryRequested;
-    s.message = `update of ${this.who} to ${this.input.version} aborted: ${reason}`;
+    s.message = message;
     this.publish();
+  }
+
+  /** Aborted once the node upgrade had started: the node stays cordoned and marked (see the workflow). */
+  abortedAfterExecutor(reason: string, nodeName: string): void {
+    this.aborted(reason, machineUpdateAbortedAfterExecutor(this.input.machine, this.input.version, nodeName, reason));
   }
 
   /** A failed attempt: answered as Failure until a retry (CAPI calling again after `retryNotBefore`, or the `retry` signal). */

@@ -1,0 +1,45 @@
+// The Kubernetes Events a machine update records on its Machine: beside the
+// steps, one after another (so they keep their order on the Machine), or, in
+// runs started since the Events rode on the steps, carried by the step
+// activity that reaches the milestone. Each is keyed by run, attempt and
+// reason, so retries add none.
+import { workflowInfo } from '@temporalio/workflow';
+import type { MachineEventInput, MachineEventReason } from '../../activities/machine-update-types.ts';
+import type { MachineUpdateInput, MachineUpdateStatus } from '../../model/machine-update.ts';
+import { EventChain } from '../event-chain.ts';
+import { eventActivities } from './activities.ts';
+
+export class MachineUpdateEvents {
+  private readonly chain: EventChain<MachineEventInput>;
+  private readonly input: MachineUpdateInput;
+  private readonly status: MachineUpdateStatus;
+  private readonly inSteps: boolean;
+
+  /** `records`: the run records Events at all; `inSteps`: milestones ride on their steps. */
+  constructor(input: MachineUpdateInput, status: MachineUpdateStatus, records: boolean, inSteps: boolean) {
+    this.input = input;
+    this.status = status;
+    this.inSteps = inSteps;
+    this.chain = new EventChain(records ? (e: MachineEventInput) => eventActivities.recordMachineEvent(e) : undefined);
+  }
+
+  private eventInput(reason: MachineEventReason, type: 'Normal' | 'Warning', message: string): MachineEventInput {
+    const { workflowId, runId } = workflowInfo();
+    const key = `${workflowId}/${runId}/${this.status.attempt ?? 1}/${reason}`;
+    return { machine: this.input.machine, reason, type, message, key };
+  }
+
+  /** Recorded beside the steps; the run waits for it only before it ends (or sits in Failed). */
+  add(reason: MachineEventReason, type: 'Normal' | 'Warning', message: string): void {
+    this.chain.add(this.eventInput(reason, type, message));
+  }
+
+  /** A milestone's Event for the step that reaches it to record; undefined when this run records it beside. */
+  forStep(reason: MachineEventReason, message: string): MachineEventInput | undefined {
+    return this.inSteps ? this.eventInput(reason, 'Normal', message) : undefined;
+  }
+
+  async settled(): Promise<void> {
+    await this.chain.settled();
+  }
+}
