@@ -89,6 +89,11 @@ export interface AppConfig {
   /** Phase changes of cluster upgrades are POSTed here as CloudEvents (worker). */
   notificationWebhookUrl?: string;
   worker: WorkerTuning;
+  /**
+   * HOOK_REQUEST_CHECKS (on|off, default on): check every request that starts or signals a workflow
+   * against the management cluster first (src/api/request-checks.ts). Off only for a stack without one.
+   */
+  requestChecks: boolean;
 }
 
 /** The `job` executor's supply chain: NODE_UPGRADE_* (docs/node-upgrade-job.md). */
@@ -316,6 +321,13 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     return { notificationWebhookUrl: raw };
   }
 
+  function requestChecks(): boolean {
+    const raw = str('HOOK_REQUEST_CHECKS', 'on');
+    if (raw === 'on' || raw === 'off') return raw === 'on';
+    problems.push(`HOOK_REQUEST_CHECKS=${JSON.stringify(raw)}: expected on or off`);
+    return true;
+  }
+
   /** TLS, mTLS and API key settings, each problem named. */
   function temporalSecurity(): Pick<TemporalConfig, 'tls' | 'apiKeyFile' | 'apiKey'> {
     const file = (name: string) => env[name] || undefined;
@@ -362,6 +374,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     nodeUpgradeJob: nodeUpgradeJob(),
     ...notificationWebhook(),
     worker,
+    requestChecks: requestChecks(),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

@@ -7,6 +7,13 @@ import { HookRegistry } from './api/registry.ts';
 import { createInPlaceHandlers } from './api/machine-updates.ts';
 import { createNodeAgentCheck, type NodeAgentCheck } from './api/node-agents.ts';
 import {
+  createRequestChecks,
+  managementObjects,
+  REQUEST_CHECKS_ON_MESSAGE,
+  requestChecksOff,
+  type RequestChecks,
+} from './api/request-checks.ts';
+import {
   isManagementClusterConfigured,
   MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE,
   managementKubeConfig,
@@ -101,8 +108,9 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
       { name: 'temporal', informational: true, check: () => temporalProbe.problem() },
     ],
   });
+  const checks = apiRole ? requestChecks(config, log) : requestChecksOff;
   const lifecycle = apiRole
-    ? createClusterUpgradeHandlers({ client, taskQueue: config.temporal.taskQueue, recorder, log })
+    ? createClusterUpgradeHandlers({ client, taskQueue: config.temporal.taskQueue, checks, recorder, log })
     : undefined;
   if (lifecycle) {
     const nodeAgents = nodeAgentCheck(log);
@@ -116,6 +124,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
         inPlace: createInPlaceHandlers({
           client,
           taskQueue: config.temporal.taskQueue,
+          checks,
           ...(nodeAgents ? { nodeAgents } : {}),
         }),
       },
@@ -200,6 +209,27 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
       await temporal.close();
     },
   };
+}
+
+/**
+ * The api's request checks. On (the default), they fail closed: without a management cluster every
+ * call that would start or signal a workflow is held ("retry"), never let through. An unreadable
+ * MANAGEMENT_KUBECONFIG stops the start, naming it.
+ */
+function requestChecks(config: AppConfig, log: Logger): RequestChecks {
+  if (!config.requestChecks) {
+    log.warn(
+      'HOOK_REQUEST_CHECKS=off: hook requests are not checked against the management cluster; anyone who can reach the hook port can start, abort or update in place (development and tests only)',
+    );
+    return requestChecksOff;
+  }
+  const management = managementKubeConfig();
+  if (!isManagementClusterConfigured(management)) {
+    log.error(
+      `${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: HOOK_REQUEST_CHECKS is on, so every hook call that would start or signal a workflow is held; set MANAGEMENT_KUBECONFIG, or HOOK_REQUEST_CHECKS=off for a stack without a management cluster`,
+    );
+  } else log.info(REQUEST_CHECKS_ON_MESSAGE);
+  return createRequestChecks(managementObjects(management));
 }
 
 /** The delegate executor's node agent check, when this process can reach the management cluster. */

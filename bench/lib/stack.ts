@@ -166,6 +166,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
           TEMPORAL_NAMESPACE: server.namespace,
           TEMPORAL_TASK_QUEUE: options.taskQueue,
           LOG_LEVEL: options.logLevel,
+          // No management cluster to check hook requests against (the polls measured here never read it).
+          HOOK_REQUEST_CHECKS: 'off',
           ...extra,
         },
       });

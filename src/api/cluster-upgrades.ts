@@ -11,6 +11,8 @@
 //     (terminated, failed, timed out, cancelled, ended by a deletion) or gone
 //     (past retention) → a fresh run for this call, recording the old run id;
 //   - no run: one start (no describe first when the last List did not show it running).
+// Every write (start, update, signal) first passes the call's request check
+// (request-checks.ts), once per call: an answer read from the view reads no Kubernetes.
 // BeforeClusterCreate and AfterControlPlaneInitialized never wait on Temporal.
 import {
   WorkflowExecutionAlreadyStartedError,
@@ -51,11 +53,14 @@ import type { HookContext, HookImplementation } from './hook-route.ts';
 import type { LifecycleHandlers } from './routes/lifecycle.ts';
 import { grpcStatus, withinDeadline } from './temporal-calls.ts';
 import { RecentKeys } from './recent-keys.ts';
+import { clusterDeleteRule, clusterUpgradeRule, type RequestChecks } from './request-checks.ts';
 import { UpgradeViews, type ListedRun, type RunView } from './upgrade-views.ts';
 
 export interface ClusterUpgradeBackendOptions {
   client: Client;
   taskQueue: string;
+  /** Checked against the management cluster before anything starts or is signalled (or explicitly off). */
+  checks: RequestChecks;
   /** Where BeforeClusterCreate / AfterControlPlaneInitialized are recorded (default: one of our own). */
   recorder?: BackgroundRecorder;
   /** Tuning of the per-process answer cache (tests); main.ts closes it through `views`. */
@@ -122,7 +127,7 @@ const SHARED_DESCRIBE_TIMEOUT_MS = 10_000;
 const POLICY_SIGNAL_MEMORY_MS = 30_000;
 
 export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions): ClusterUpgradeHandlers {
-  const { client, taskQueue } = opts;
+  const { client, taskQueue, checks } = opts;
   const log = opts.log ?? { warn: () => {}, error: () => {} };
   const recorder = opts.recorder ?? new BackgroundRecorder({ log });
 
@@ -196,8 +201,10 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
   const start = async (
     target: UpgradeTarget,
     call: HookCall,
+    checked: () => Promise<void>,
     replacing?: { previousRunId?: string },
   ): Promise<Gate> => {
+    await checked();
     const { rollout, ...cluster } = target;
     const workflowId = clusterUpgradeWorkflowId(cluster);
     const input: ClusterUpgradeInput = {
@@ -241,15 +248,16 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     call: HookCall,
     ctx: HookContext,
     read: 'kept' | 'fresh',
+    checked: () => Promise<void>,
   ): Promise<RetryResult> => {
     const workflowId = clusterUpgradeWorkflowId(cluster);
     const key = gateKey(call.hook, call.version);
     let run: RunView | undefined;
     try {
       // Not running a second ago and unknown here: most likely a new upgrade, so start it directly.
-      if (read === 'kept' && views.probablyAbsent(workflowId)) return answer(await start(cluster, call));
+      if (read === 'kept' && views.probablyAbsent(workflowId)) return answer(await start(cluster, call, checked));
       run = await withinHookDeadline(read === 'kept' ? views.get(workflowId) : views.fresh(workflowId), ctx);
-      if (!run) return answer(await start(cluster, call));
+      if (!run) return answer(await start(cluster, call, checked));
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
       // A closed run (the List does not show those): read it and answer below.
@@ -262,7 +270,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
         return { status: 'Success', message: `upgrade to ${memo.targetVersion} completed`, retryAfterSeconds: 0 };
       // A finished upgrade to another target is the past; any other close must not be answered from.
       const replaced = run.status === 'COMPLETED' && memo?.phase === 'Upgraded' ? undefined : run.runId;
-      return answer(await start(cluster, call, replaced ? { previousRunId: replaced } : {}));
+      return answer(await start(cluster, call, checked, replaced ? { previousRunId: replaced } : {}));
     }
     const broken = await internalError(workflowId, run);
     if (broken) return broken;
@@ -275,6 +283,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       ) {
         // Changed annotations or settings: one signal, then the memo carries the new hash. A memo
         // read before the workflow took it (a lagging List) does not send the same one again.
+        await checked();
         views.invalidate(workflowId);
         await client.workflow
           .getHandle(workflowId, run.runId)
@@ -287,6 +296,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       // The workflow would refuse it (its validator): answer so without the round trip.
       if (gateCount(memo) >= MAX_GATES_PER_UPGRADE) return failure(tooManyGatesMessage(call));
     }
+    await checked();
     try {
       views.invalidate(workflowId);
       const gate = await client.workflow.getHandle(workflowId).executeUpdate(recordHookUpdate, { args: [call] });
@@ -304,16 +314,19 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     }
   };
 
-  const upgradeHook = async (cluster: UpgradeTarget, call: HookCall, ctx: HookContext): Promise<RetryResult> =>
-    await withinDeadline(client, ctx, async () => {
+  const upgradeHook = async (cluster: UpgradeTarget, call: HookCall, ctx: HookContext): Promise<RetryResult> => {
+    const { rollout: _, ...ref } = cluster;
+    const checked = checks.before(ctx, clusterUpgradeRule(ref, call.targetVersion));
+    return await withinDeadline(client, ctx, async () => {
       try {
-        return await answerFrom(cluster, call, ctx, 'kept');
+        return await answerFrom(cluster, call, ctx, 'kept', checked);
       } catch (err) {
         // What was kept is older than the run: it closed since (a signal or update found no run). Read again.
         if (!(err instanceof WorkflowNotFoundError)) throw err;
-        return await answerFrom(cluster, call, ctx, 'fresh');
+        return await answerFrom(cluster, call, ctx, 'fresh', checked);
       }
     });
+  };
 
   const policyFor = (request: { cluster: Cluster }, ctx: HookContext): UpgradePolicy => {
     const resolved = resolveUpgradePolicy({
@@ -399,6 +412,8 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
 
   const beforeClusterDelete: HookImplementation<'BeforeClusterDelete'> = async (request, ctx) => {
     const ref = { namespace: request.cluster.metadata.namespace, name: request.cluster.metadata.name };
+    // Aborting is for good: only for a Cluster that is really going away.
+    const checked = checks.before(ctx, clusterDeleteRule(ref));
     return await withinDeadline(client, ctx, async () => {
       const query = `${ClusterNamespace.name} = ${JSON.stringify(ref.namespace)} AND ${ClusterName.name} = ${JSON.stringify(ref.name)} AND ExecutionStatus = "Running"`;
       const running: string[] = [];
@@ -406,6 +421,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
         const memo = Object.values(wf.memo ?? {})[0] as { abortRequested?: string } | undefined;
         // Signal once: the memo shows an abort already on its way.
         if (memo?.abortRequested !== 'cluster is being deleted') {
+          await checked();
           views.invalidate(wf.workflowId);
           try {
             await client.workflow

@@ -9,11 +9,14 @@ export class HookFailure extends Error {
   }
 }
 
-/** A backend (Temporal) is down or slow: blocking hooks hold CAPI back and ask it to retry. */
+/** A backend (Temporal, the management cluster) is down or slow: blocking hooks hold CAPI back and ask it to retry. */
 export class BackendUnavailable extends Error {
-  constructor(message = 'the workflow service did not answer in time') {
+  /** What CAPI reads instead of the generic "workflow service" words, when another backend is the one down. */
+  readonly capiMessage?: string;
+  constructor(message = 'the workflow service did not answer in time', capiMessage?: string) {
     super(message);
     this.name = 'BackendUnavailable';
+    if (capiMessage !== undefined) this.capiMessage = capiMessage;
   }
 }
 

@@ -4,6 +4,7 @@
 // answered, and one log line per call. A hook's own code is only the
 // implementation function.
 import { hookRequestDuration, type HookAnswer } from '../ops/metrics.ts';
+import type { TLSSocket } from 'node:tls';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { HandlerConfig } from '../config.ts';
 import {
@@ -32,6 +33,8 @@ export interface HookContext {
   /** Epoch milliseconds by which the answer must be on its way. */
   deadline: number;
   log: FastifyRequest['log'];
+  /** The caller's client certificate subject (CN, else its first subjectAltName); undefined without one. */
+  caller?: string;
 }
 
 export type HookImplementation<H extends HookName> = (
@@ -117,6 +120,7 @@ export function registerHook<H extends HookName>(
         signal: controller.signal,
         deadline: Date.now() + budget,
         log: request.log,
+        ...callerOf(request),
       };
       let timer: NodeJS.Timeout | undefined;
       const deadlineReached = new Promise<never>((_, reject) => {
@@ -140,10 +144,10 @@ export function registerHook<H extends HookName>(
           response = spec.blocking
             ? envelope({
                 status: 'Success',
-                message: UNAVAILABLE_MESSAGE,
+                message: err.capiMessage ?? UNAVAILABLE_MESSAGE,
                 retryAfterSeconds: options.unavailableRetryAfterSeconds,
               })
-            : envelope({ status: 'Failure', message: UNAVAILABLE_MESSAGE });
+            : envelope({ status: 'Failure', message: err.capiMessage ?? UNAVAILABLE_MESSAGE });
           outcome = 'BackendUnavailable';
           request.log.warn({ hook, reason: err.message }, 'backend unavailable');
         } else {
@@ -180,6 +184,24 @@ export function registerHook<H extends HookName>(
     },
   });
   registerMethodNotAllowed(app, url);
+}
+
+/** Each connection's caller, read once (CAPI keeps its connections alive). */
+const callers = new WeakMap<object, string | undefined>();
+
+/** `{caller}` from the TLS peer certificate: its CN, else its first subjectAltName; nothing on plain HTTP. */
+function callerOf(request: FastifyRequest): { caller?: string } {
+  const socket = request.socket as Partial<TLSSocket>;
+  if (typeof socket.getPeerCertificate !== 'function') return {};
+  let name: string | undefined;
+  if (callers.has(socket)) name = callers.get(socket);
+  else {
+    const cert = socket.getPeerCertificate();
+    const cn = cert?.subject?.CN;
+    name = (Array.isArray(cn) ? cn[0] : cn) || cert?.subjectaltname?.split(',')[0]?.trim() || undefined;
+    callers.set(socket, name);
+  }
+  return name ? { caller: name } : {};
 }
 
 interface ObjectWithMeta {

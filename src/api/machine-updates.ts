@@ -1,7 +1,8 @@
 // In-place hooks. CanUpdateMachine/CanUpdateMachineSet are pure (patches for
 // what we can apply in place). UpdateMachine starts or reads the machine's
 // update workflow; like the lifecycle hooks, a poll that brings nothing new
-// only reads the memo.
+// only reads the memo. Anything that starts, queues or signals first passes the
+// call's request check (request-checks.ts), once per call.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import {
   allowedForExecutor,
@@ -30,6 +31,7 @@ import { HookFailure } from './errors.ts';
 import type { HookImplementation } from './hook-route.ts';
 import type { NodeAgentCheck } from './node-agents.ts';
 import type { InPlaceHandlers } from './routes/in-place.ts';
+import { updateMachineRule, type RequestChecks } from './request-checks.ts';
 
 const RETRY_AFTER_SECONDS = 10;
 
@@ -114,6 +116,8 @@ export function createCanUpdateHandlers(
 export function createInPlaceHandlers(opts: {
   client: Client;
   taskQueue: string;
+  /** Checked against the management cluster before anything starts or is signalled (or explicitly off). */
+  checks: RequestChecks;
   /** Node agent Leases in workload clusters (delegate executor); unset = cannot check, so not in place. */
   nodeAgents?: NodeAgentCheck;
 }): InPlaceHandlers {
@@ -124,13 +128,17 @@ export function createInPlaceHandlers(opts: {
     version: string,
     memo: MachineUpdateMemo,
     running: boolean,
+    checked: () => Promise<void>,
   ) => {
     if (memo.phase === 'Succeeded') return { status: 'Success' as const, message: memo.message, retryAfterSeconds: 0 };
     const retryDue = memo.retryNotBefore !== undefined && Date.parse(memo.retryNotBefore) <= Date.now();
     // A run that ended (a failure nobody retried for days) can't be signalled: it answers as it ended.
     if (running && memo.phase === 'Failed' && (memo.retryRequested || retryDue)) {
       // CAPI still wants this update and the backoff has passed: start over (signalled once).
-      if (!memo.retryRequested) await client.workflow.getHandle(workflowId).signal(retrySignal);
+      if (!memo.retryRequested) {
+        await checked();
+        await client.workflow.getHandle(workflowId).signal(retrySignal);
+      }
       return {
         status: 'Success' as const,
         message: `${machineUpdateFailure(machine, version, memo.step, memo.reason ?? 'unknown')}; retrying`,
@@ -170,8 +178,17 @@ export function createInPlaceHandlers(opts: {
     const workflowId = machineUpdateWorkflowId(machine, hash);
     // Files are read from the KubeadmConfig by the activities: their contents (often
     // secrets) never enter workflow history. CAPI applied the desired one before this call.
-    const bootstrapConfigName =
-      request.desired.machine.spec.bootstrap?.configRef?.name ?? request.desired.bootstrapConfig?.metadata?.name;
+    const configRef = request.desired.machine.spec.bootstrap?.configRef;
+    const bootstrapConfigName = configRef?.name ?? request.desired.bootstrapConfig?.metadata?.name;
+    const checked = opts.checks.before(
+      ctx,
+      updateMachineRule({
+        ...machine,
+        clusterName,
+        version,
+        ...(configRef ? { bootstrapConfigRef: configRef as { apiGroup?: string; kind?: string; name?: string } } : {}),
+      }),
+    );
 
     const input: MachineUpdateInput = {
       machine,
@@ -204,7 +221,7 @@ export function createInPlaceHandlers(opts: {
         // (terminated, failed, timed out, a failure nobody retried for days) starts a new run below.
         const final = memo?.phase === 'Succeeded' || memo?.phase === 'Aborted';
         if (running || final) {
-          if (memo) return await answer(workflowId, machine, version, memo, running);
+          if (memo) return await answer(workflowId, machine, version, memo, running, checked);
           return {
             status: 'Success',
             message: machineUpdateMessage(machine, version, 'preflight checks'),
@@ -223,6 +240,8 @@ export function createInPlaceHandlers(opts: {
           retryAfterSeconds: RETRY_AFTER_SECONDS,
         };
       }
+      // Nothing runs or waits for this desired spec: what follows writes, so the request must hold up.
+      await checked();
       // An older desired spec for the same machine: stop it first, and wait until it has.
       const older: string[] = [];
       for await (const wf of client.workflow.list({

@@ -30,6 +30,9 @@ async function dev(): Promise<void> {
     // Any free port unless given: several dev stacks (the CAPI test tier) share a machine.
     OPS_SERVER_PORT: '0',
     LOG_LEVEL: 'info',
+    // Without a management cluster there is nothing to check requests against: off (with a
+    // warning at start). With MANAGEMENT_KUBECONFIG (the CAPI test tier) they run as in production.
+    HOOK_REQUEST_CHECKS: process.env.MANAGEMENT_KUBECONFIG ? 'on' : 'off',
     ...process.env,
     TEMPORAL_ADDRESS: temporal.address,
     TLS_CERT_DIR: process.env.TLS_CERT_DIR ?? certDir,

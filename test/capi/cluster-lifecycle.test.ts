@@ -102,6 +102,7 @@ describe(`real Cluster API drives the extension`, () => {
       const calls = capi.hookCalls(namespace);
       // CAPI sends v1beta2 Clusters without a Content-Type header: every call was taken.
       expect(capi.rejectedRequests()).toEqual([]);
+      expect(capi.refusedByChecks()).toEqual([]);
       // CAPI asked us for the plan (the class names our handler) before any lifecycle hook.
       const plan = calls.filter((c) => c.hook === 'GenerateUpgradePlan');
       expect(plan.length).toBeGreaterThan(0);

@@ -97,6 +97,7 @@ describe('real Cluster API asks for in-place updates', () => {
       expect(machines.map((m) => m.metadata.name).sort()).toEqual(machinesBefore);
       const calls = capi.hookCalls(namespace);
       expect(capi.rejectedRequests()).toEqual([]);
+      expect(capi.refusedByChecks()).toEqual([]);
       expect(calls.filter((c) => c.hook === 'CanUpdateMachineSet').length).toBeGreaterThan(0);
       expect(calls.filter((c) => c.hook === 'CanUpdateMachine').length).toBeGreaterThan(0);
       expect(calls.filter((c) => c.hook.startsWith('CanUpdate')).every((c) => c.status === 'Success')).toBe(true);

@@ -450,6 +450,28 @@ describe('TLS', () => {
     }
   });
 
+  it("hands each hook the caller's certificate subject (CN), and none without a certificate", async () => {
+    const echo = async (_: unknown, ctx: { caller?: string }) => ({
+      status: 'Success' as const,
+      message: `caller=${ctx.caller ?? '(none)'}`,
+      retryAfterSeconds: 0,
+    });
+    const mtls = await startTestHookServer({ mutualTls: true, lifecycle: { BeforeClusterCreate: echo } });
+    const plain = await startTestHookServer({ lifecycle: { BeforeClusterCreate: echo } });
+    try {
+      const call = (t: TestHookServer, cert?: { certPem: string; keyPem: string }) =>
+        callHook<{ message?: string }>(t.url, pathOf('BeforeClusterCreate'), sampleRequest('BeforeClusterCreate'), {
+          ca: t.ca.certPem,
+          ...(cert ? { cert: cert.certPem, key: cert.keyPem } : {}),
+        });
+      expect((await call(mtls, mtls.client)).body.message).toBe('caller=capi-controller-manager');
+      expect((await call(plain)).body.message).toBe('caller=(none)');
+    } finally {
+      await mtls.close();
+      await plain.close();
+    }
+  });
+
   it('serves a rotated certificate on the next connection without a restart', async () => {
     const t = await startTestHookServer({ server: { tlsReloadIntervalMs: 100 } });
     try {

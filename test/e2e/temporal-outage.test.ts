@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Client, Connection } from '@temporalio/client';
 import { BackgroundRecorder } from '../../src/api/background-recorder.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
+import { requestChecksOff } from '../../src/api/request-checks.ts';
 import { defaultHandlerName, type HookName } from '../../src/api/contract.ts';
 import { hookPath, UNAVAILABLE_MESSAGE } from '../../src/api/hook-route.ts';
 import { startDevServer, type DevServer } from '../../src/local/temporal-dev-server.ts';
@@ -56,7 +57,13 @@ describe('Temporal frozen under the hook server', () => {
       maxAttempts: 50,
     });
     hooks = await startTestHookServer({
-      lifecycle: createClusterUpgradeHandlers({ client, taskQueue: 'outage-no-worker', recorder, log }),
+      lifecycle: createClusterUpgradeHandlers({
+        client,
+        taskQueue: 'outage-no-worker',
+        checks: requestChecksOff,
+        recorder,
+        log,
+      }),
     });
   });
   afterAll(async () => {

@@ -7,10 +7,10 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import type { NativeConnection, Worker } from '@temporalio/worker';
 import { createActivities } from '../../src/activities/index.ts';
 import { managementKubeConfig } from '../../src/activities/kube.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
+import { requestChecksOff } from '../../src/api/request-checks.ts';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
@@ -27,7 +27,7 @@ import {
 } from '../support/fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 import { temporalSignal } from '../support/temporal-cli.ts';
-import { createTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
+import { startTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
 import { waitFor } from '../support/wait.ts';
 
 const group = testGroup('unreach');
@@ -74,7 +74,7 @@ describe('a workload cluster that cannot be reached', () => {
   let client: Client;
   let closeClient: () => Promise<void>;
   let hooks: TestHookServer;
-  let worker: { worker: Worker; connection: NativeConnection; done: Promise<void> };
+  let worker: Awaited<ReturnType<typeof startTestWorker>> | undefined;
   let hole: Awaited<ReturnType<typeof blackHole>>;
   const taskQueue = uniqueTaskQueue('unreachable');
 
@@ -100,17 +100,16 @@ describe('a workload cluster that cannot be reached', () => {
     await createNamespace(mg.core, ns);
     hole = await blackHole();
     ({ client, close: closeClient } = await testClient());
-    hooks = await startTestHookServer({ lifecycle: createClusterUpgradeHandlers({ client, taskQueue }) });
-    const created = await createTestWorker({
+    hooks = await startTestHookServer({
+      lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: requestChecksOff }),
+    });
+    worker = await startTestWorker({
       taskQueue,
       activities: createActivities({ management: managementKubeConfig(testbed().workerKubeconfig) }),
     });
-    worker = { ...created, done: created.worker.run() };
   });
   afterAll(async () => {
-    worker?.worker.shutdown();
-    await worker?.done;
-    await worker?.connection.close();
+    await worker?.stop();
     await hooks?.close();
     await closeClient?.();
     for (const s of hole?.sockets ?? []) s.destroy();

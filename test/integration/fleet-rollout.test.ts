@@ -9,6 +9,7 @@ import type { NativeConnection, Worker } from '@temporalio/worker';
 import { createFleetActivities } from '../../src/activities/fleet.ts';
 import { managementKubeConfig } from '../../src/activities/kube.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
+import { requestChecksOff } from '../../src/api/request-checks.ts';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import {
@@ -112,7 +113,9 @@ describe('a fleet rollout over Clusters in the test bed', () => {
       createCluster('not-selected', FROM, false),
     ]);
     ({ client, close: closeClient } = await testClient());
-    hooks = await startTestHookServer({ lifecycle: createClusterUpgradeHandlers({ client, taskQueue }) });
+    hooks = await startTestHookServer({
+      lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: requestChecksOff }),
+    });
     const fleet = createFleetActivities({
       management: managementKubeConfig(testbed().workerKubeconfig),
       temporal: () => client,

@@ -8,8 +8,8 @@
 // capacity reservation, a Cluster Event, health check, preflight, cordon, a
 // drain past a PodDisruptionBudget, the failed-update mark, a Machine Event,
 // both node-upgrade executors (a Job that succeeds and one that fails; a
-// NodeUpgradeRequest created, changed and deleted, its CRD installed) and the
-// api's node agent check. Both API servers audit these identities
+// NodeUpgradeRequest created, changed and deleted, its CRD installed), the
+// api's node agent check and its request checks' reads. Both API servers audit these identities
 // (test/testbed/audit-policy.yaml): from the audit logs, the (apiGroup,
 // resource, verb) each identity used must equal what its roles grant.
 //
@@ -46,6 +46,7 @@ import { createFleetActivities } from '../../src/activities/fleet.ts';
 import { createUpgradeActivities } from '../../src/activities/upgrade.ts';
 import type { UpgradeActivities } from '../../src/activities/upgrade-types.ts';
 import { createNodeAgentCheck, type NodeAgentCheck } from '../../src/api/node-agents.ts';
+import { managementObjects } from '../../src/api/request-checks.ts';
 import {
   createKubeadmConfigWithSecretFile,
   capiCluster,
@@ -700,6 +701,14 @@ async function tourNodeAgentCheck(): Promise<void> {
   );
 }
 
+/** api: clusters get, machines get (the request checks' reads; a 404 is an answer, not a refusal). */
+async function tourRequestChecks(): Promise<void> {
+  const objects = managementObjects(identities.api);
+  expect((await objects.cluster(g, CLUSTER))?.metadata?.uid).toMatch(/./);
+  expect((await objects.machine(g, 'tour-w'))?.spec?.clusterName).toBe(CLUSTER);
+  expect(await objects.machine(g, 'tour-absent')).toBeUndefined();
+}
+
 /** worker: clusters list/get/patch and events create, as a fleet rollout selects and moves a Cluster. */
 async function tourFleet(): Promise<void> {
   const obj = capiCluster('tour-fleet', g, { version: OLD });
@@ -726,6 +735,7 @@ describe('RBAC roles in config/', () => {
     await tourJobExecutor();
     await tourDelegateExecutor();
     await tourNodeAgentCheck();
+    await tourRequestChecks();
     await tourFleet();
 
     const events = await tourAuditEvents(tourStartedAt);

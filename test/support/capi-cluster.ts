@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { requireEnv } from './services.ts';
+import { REQUEST_CHECKS_ON_MESSAGE } from '../../src/api/request-checks.ts';
 
 const run = promisify(execFile);
 
@@ -215,6 +216,17 @@ export class CapiTierClient {
     return readFileSync(requireEnv('CAPI_TIER_EXTENSION_LOG'), 'utf8')
       .split('\n')
       .filter((line) => line.startsWith('{') && line.includes('"request rejected"'));
+  }
+
+  /**
+   * Calls refused by their request check (docs/request-checks.md): CAPI's real calls must never be.
+   * Throws unless the extension runs with the checks on (this tier is their proof).
+   */
+  refusedByChecks(): string[] {
+    const lines = readFileSync(requireEnv('CAPI_TIER_EXTENSION_LOG'), 'utf8').split('\n');
+    if (!lines.some((line) => line.includes(REQUEST_CHECKS_ON_MESSAGE)))
+      throw new Error('the extension does not check requests against the management cluster (HOOK_REQUEST_CHECKS)');
+    return lines.filter((line) => line.startsWith('{') && line.includes('"request refused by its check"'));
   }
 
   async temporal(): Promise<Client> {

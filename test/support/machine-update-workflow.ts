@@ -11,6 +11,7 @@ import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts
 import { hookPath } from '../../src/api/hook-route.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { createInPlaceHandlers } from '../../src/api/machine-updates.ts';
+import { requestChecksOff } from '../../src/api/request-checks.ts';
 import type { MachineEventInput, MachineUpdateActivities } from '../../src/activities/machine-update-types.ts';
 import { withStepEvents } from '../../src/activities/step-events.ts';
 import { specHash } from '../../src/domain/in-place.ts';
@@ -200,7 +201,9 @@ export function machineUpdateHarness() {
     ({ client, close: closeClient } = await testClient());
     taskQueue = `machines-${randomUUID()}`;
     name = `m-${randomUUID().slice(0, 8)}`;
-    hooks = await startTestHookServer({ inPlace: createInPlaceHandlers({ client, taskQueue }) });
+    hooks = await startTestHookServer({
+      inPlace: createInPlaceHandlers({ client, taskQueue, checks: requestChecksOff }),
+    });
   });
   afterEach(async () => {
     await stopWorker();
@@ -237,7 +240,9 @@ export function clusterRequest(cluster: string, machineName: string, settings: R
 
 /** The real BeforeClusterDelete over HTTPS, as CAPI calls it for `cluster` (namespace fleet-a) being deleted. */
 export async function beforeClusterDeleteCaller(client: Client, taskQueue: string, cluster: string) {
-  const lifecycle = await startTestHookServer({ lifecycle: createClusterUpgradeHandlers({ client, taskQueue }) });
+  const lifecycle = await startTestHookServer({
+    lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: requestChecksOff }),
+  });
   const capiCluster = capiClusterObject(cluster, 'fleet-a');
   const deleting = {
     apiVersion: HOOKS_API_VERSION,

@@ -42,6 +42,22 @@ export async function createTestWorker(
   return { worker, connection };
 }
 
+/** A worker polling in the background until `stop()`, which shuts it down and closes its connection. */
+export async function startTestWorker(
+  options: Parameters<typeof createTestWorker>[0],
+): Promise<{ worker: Worker; stop: () => Promise<void> }> {
+  const { worker, connection } = await createTestWorker(options);
+  const done = worker.run();
+  return {
+    worker,
+    stop: async () => {
+      worker.shutdown();
+      await done;
+      await connection.close();
+    },
+  };
+}
+
 /** Runs `fn` while the worker polls, then shuts the worker down and closes its connection. */
 export async function withWorker<T>(
   options: Parameters<typeof createTestWorker>[0],

@@ -6,6 +6,7 @@ import type { Client } from '@temporalio/client';
 import type { NativeConnection, Worker } from '@temporalio/worker';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
+import { requestChecksOff } from '../../src/api/request-checks.ts';
 import type { UpgradeViews } from '../../src/api/upgrade-views.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import { CancelledFailure, Context } from '@temporalio/activity';
@@ -140,7 +141,7 @@ export async function startUpgradeHarness(options: { env?: Record<string, string
   const { client, close: closeClient } = await testClient();
   const taskQueue = `upgrades-${randomUUID()}`;
   const ref = { namespace: `ns-${randomUUID().slice(0, 8)}`, name: 'prod-1', uid: randomUUID() };
-  const lifecycle = createClusterUpgradeHandlers({ client, taskQueue });
+  const lifecycle = createClusterUpgradeHandlers({ client, taskQueue, checks: requestChecksOff });
   const hooks = await startTestHookServer({
     ...(options.env ? { env: options.env } : {}),
     server: { unavailableRetryAfterSeconds: 15 },

@@ -69,6 +69,15 @@ describe('parseConfig', () => {
     }
   });
 
+  it('checks hook requests against the management cluster unless HOOK_REQUEST_CHECKS=off', () => {
+    expect(parseConfig({}).requestChecks).toBe(true);
+    expect(parseConfig({ HOOK_REQUEST_CHECKS: 'on' }).requestChecks).toBe(true);
+    expect(parseConfig({ HOOK_REQUEST_CHECKS: 'off' }).requestChecks).toBe(false);
+    expect(() => parseConfig({ HOOK_REQUEST_CHECKS: 'false' })).toThrow(
+      'HOOK_REQUEST_CHECKS="false": expected on or off',
+    );
+  });
+
   it('takes worker concurrency from the environment, leaving unset ones to the SDK', () => {
     expect(parseConfig({}).worker).toEqual({ nodeUpgradePollMs: 500 });
     expect(

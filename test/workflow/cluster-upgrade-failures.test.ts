@@ -7,6 +7,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { Client } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
+import { requestChecksOff } from '../../src/api/request-checks.ts';
 import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import type { ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
@@ -473,7 +474,7 @@ describe('Temporal refusing a call', () => {
     const { client, close } = await testClient();
     const wrong = new Client({ connection: client.connection, namespace: 'no-such-namespace' });
     const hooks = await startTestHookServer({
-      lifecycle: createClusterUpgradeHandlers({ client: wrong, taskQueue: 'unused' }),
+      lifecycle: createClusterUpgradeHandlers({ client: wrong, taskQueue: 'unused', checks: requestChecksOff }),
     });
     try {
       const c = cluster('prod-1', 'fleet-a', TARGET);
