@@ -20,7 +20,10 @@
 # Run `scripts/testbed.sh up <testbed-state-dir>` first. Node (>= 24, for the
 # manifest renderer) must be on PATH: `source scripts/env.sh --testbed`.
 # Environment (optional): CAPI_LOG_VERBOSITY (manager -v, default 2),
-# CAPI_UP_TIMEOUT (seconds to wait for the managers, default 180).
+# CAPI_UP_TIMEOUT (seconds to wait for the managers, default 180),
+# CAPI_EXTENSION_CLIENT_CERT_DIR (a directory with capi/tls.{crt,key} and kcp/tls.{crt,key}:
+# core CAPI and KCP present these client certificates to Runtime Extensions, with
+# --runtime-extension-client-cert-file / --runtime-extension-client-key-file).
 # State dir: certs/ (ca.crt, tls.crt, tls.key), providers.yaml (what was applied),
 # logs/<manager>.log, pids/<manager>.pid, state.env, capi.json.
 set -euo pipefail
@@ -216,8 +219,22 @@ up() {
 
   mkdir -p "$STATE/logs" "$STATE/pids"
   t=$(date +%s)
+  local client_dir="${CAPI_EXTENSION_CLIENT_CERT_DIR:-}"
+  if [ -n "$client_dir" ]; then
+    for m in capi kcp; do
+      if [ ! -f "$client_dir/$m/tls.crt" ] || [ ! -f "$client_dir/$m/tls.key" ]; then
+        die "CAPI_EXTENSION_CLIENT_CERT_DIR: $client_dir/$m/tls.crt and tls.key expected"
+      fi
+    done
+  fi
   for m in "${MANAGERS[@]}"; do
-    local envs=()
+    local envs=() client_args=()
+    # The two managers that call Runtime Extensions (core: lifecycle hooks and
+    # UpdateMachine; KCP: CanUpdateMachine) authenticate with a client certificate.
+    if [ -n "$client_dir" ] && { [ "$m" = capi ] || [ "$m" = kcp ]; }; then
+      client_args=("--runtime-extension-client-cert-file=$client_dir/$m/tls.crt"
+        "--runtime-extension-client-key-file=$client_dir/$m/tls.key")
+    fi
     # CAPD's in-memory backend serves each workload API server at POD_IP:<port> and
     # writes that address into the cluster's kubeconfig.
     [ "$m" = capd ] && envs=(POD_IP=127.0.0.1)
@@ -233,6 +250,7 @@ up() {
       --insecure-diagnostics \
       --feature-gates="${GATES[$m]}" \
       --v="${CAPI_LOG_VERBOSITY:-2}" \
+      "${client_args[@]}" \
       </dev/null >"$STATE/logs/$m.log" 2>&1 9>&- 8>&- &
     echo $! >"$STATE/pids/$m.pid"
   done

@@ -36,6 +36,8 @@ export interface ServerConfig {
   keyFile: string;
   /** PEM bundle of CAs whose client certificates are accepted; set = mutual TLS. */
   clientCaFile?: string;
+  /** With mutual TLS: only certificates naming one of these may call (HOOK_CLIENT_ALLOWED_SUBJECTS). */
+  clientAllowedSubjects?: ClientSubjectAllowList;
   /** How often the certificate files are re-read (cert-manager rotates them in place). */
   tlsReloadIntervalMs: number;
   /** Development only: serve plain HTTP. CAPI itself refuses http. */
@@ -50,6 +52,12 @@ export interface ServerConfig {
   maxConnections: number;
   /** retryAfterSeconds answered by blocking hooks while Temporal cannot be reached. */
   unavailableRetryAfterSeconds: number;
+}
+
+/** Client certificate names admitted: `CN=x` matches a subject common name, `DNS=x` a DNS SAN, `x` either. */
+export interface ClientSubjectAllowList {
+  commonNames: string[];
+  dnsNames: string[];
 }
 
 /** The plain-HTTP operations endpoint: /livez, /readyz, /metrics. */
@@ -217,6 +225,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     certFile: str('TLS_CERT_FILE', `${certDir}/tls.crt`),
     keyFile: str('TLS_KEY_FILE', `${certDir}/tls.key`),
     ...(clientCaFile ? { clientCaFile } : {}),
+    ...clientAllowList(),
     tlsReloadIntervalMs: int('TLS_RELOAD_INTERVAL_SECONDS', 10, 1, 3600) * 1000,
     insecureHttp: bool('HOOK_SERVER_INSECURE_HTTP', false),
     ...bodyBounds(),
@@ -224,6 +233,45 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     maxConnections: int('HOOK_SERVER_MAX_CONNECTIONS', 512, 1, 65_536),
     unavailableRetryAfterSeconds: int('HOOK_UNAVAILABLE_RETRY_AFTER_SECONDS', 30, 1, 3600),
   };
+
+  if (server.insecureHttp && (clientCaFile || server.clientAllowedSubjects))
+    problems.push(
+      'HOOK_SERVER_INSECURE_HTTP=true serves plain HTTP: TLS_CLIENT_CA_FILE and HOOK_CLIENT_ALLOWED_SUBJECTS need TLS',
+    );
+
+  /** HOOK_CLIENT_ALLOWED_SUBJECTS: comma-separated `CN=name`, `DNS=name` or `name` (either); exact, case-sensitive. */
+  function clientAllowList(): Pick<ServerConfig, 'clientAllowedSubjects'> {
+    const raw = env.HOOK_CLIENT_ALLOWED_SUBJECTS;
+    if (raw === undefined || raw.trim() === '') return {};
+    const name = 'HOOK_CLIENT_ALLOWED_SUBJECTS';
+    if (!clientCaFile) {
+      problems.push(`${name}: needs TLS_CLIENT_CA_FILE (the allow-list applies to verified client certificates)`);
+      return {};
+    }
+    const list: ClientSubjectAllowList = { commonNames: [], dnsNames: [] };
+    for (const entry of raw.split(',').map((e) => e.trim())) {
+      if (entry === '') {
+        problems.push(`${name}: empty entry in ${JSON.stringify(raw)} (entries are separated by single commas)`);
+        continue;
+      }
+      const m = /^(?:([A-Za-z]+)[=:])?(.*)$/s.exec(entry)!;
+      const kind = m[1]?.toUpperCase();
+      const value = m[2]!.trim();
+      if (kind !== undefined && kind !== 'CN' && kind !== 'DNS') {
+        problems.push(`${name}: ${JSON.stringify(entry)}: only CN= and DNS= entries are supported`);
+        continue;
+      }
+      if (value === '' || value.length > 253 || [...value].some((ch) => ch === '*' || ch < ' ' || ch === '\u007f')) {
+        problems.push(
+          `${name}: ${JSON.stringify(entry)}: expected a name of 1 to 253 printable characters, without wildcards`,
+        );
+        continue;
+      }
+      if (kind !== 'DNS') list.commonNames.push(value);
+      if (kind !== 'CN') list.dnsNames.push(value);
+    }
+    return { clientAllowedSubjects: list };
+  }
 
   const disabled = new Set(
     str('HOOKS_DISABLED', '')

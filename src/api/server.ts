@@ -1,10 +1,12 @@
 // Owns the listening socket: HTTPS with certificates from files (reloaded on
-// rotation), optional mutual TLS, or plain HTTP behind an explicit dev flag.
+// rotation), optional mutual TLS (TLS_CLIENT_CA_FILE, with an optional allow-list
+// of client certificate subjects), or plain HTTP behind an explicit dev flag.
 import { randomUUID } from 'node:crypto';
 import type { Server as HttpsServer } from 'node:https';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import { DISCOVERY_BODY_LIMIT_BYTES, type ServerConfig } from '../config.ts';
 import hookApp, { type HookAppOptions } from './app.ts';
+import { allowListHook, refusalLog, watchHandshakeFailures } from './client-refusals.ts';
 import { readTlsMaterial, watchCertificates, type CertificateReloader } from './tls.ts';
 
 export interface HookServer {
@@ -18,6 +20,8 @@ export interface HookServer {
 export interface StartHookServerOptions {
   server: ServerConfig;
   logLevel?: string;
+  /** Where log lines go (default stdout); tests read them. */
+  logStream?: { write(line: string): void };
   app: Omit<HookAppOptions, 'server'>;
 }
 
@@ -42,7 +46,11 @@ export async function startHookServer(opts: StartHookServerOptions): Promise<Hoo
     ...(server.clientCaFile ? { clientCaFile: server.clientCaFile } : {}),
   };
   const common = {
-    logger: { level: opts.logLevel ?? 'info', redact: ['req.headers.authorization'] },
+    logger: {
+      level: opts.logLevel ?? 'info',
+      redact: ['req.headers.authorization'],
+      ...(opts.logStream ? { stream: opts.logStream } : {}),
+    },
     // The hook layer logs one line per call with what matters; no per-request noise.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     // Hook routes set their own (app.ts); anything else needs no body.
@@ -71,6 +79,12 @@ export async function startHookServer(opts: StartHookServerOptions): Promise<Hoo
     }) as unknown as FastifyInstance;
   }
   app.server.maxConnections = server.maxConnections;
+  if (!server.insecureHttp) {
+    // Refused callers are logged and counted: a scan or a misconfigured CAPI shows up.
+    const refusals = refusalLog(app.log);
+    watchHandshakeFailures(app.server, refusals);
+    if (server.clientAllowedSubjects) app.addHook('onRequest', allowListHook(server.clientAllowedSubjects, refusals));
+  }
   await app.register(hookApp, { ...opts.app, server });
   let reloader: CertificateReloader | undefined;
   if (!server.insecureHttp) {
@@ -79,7 +93,10 @@ export async function startHookServer(opts: StartHookServerOptions): Promise<Hoo
       server.tlsReloadIntervalMs,
       (material) => {
         (app.server as HttpsServer).setSecureContext(material);
-        app.log.info({ certFile: server.certFile }, 'serving certificate reloaded');
+        app.log.info(
+          { certFile: server.certFile, ...(server.clientCaFile ? { clientCaFile: server.clientCaFile } : {}) },
+          'serving certificate or client CA reloaded',
+        );
       },
       (err) => app.log.warn({ err: String(err) }, 'certificate files unreadable; keeping the current certificate'),
     );

@@ -65,6 +65,7 @@ capi-upgrade-orchestrator is running (Ctrl-C stops everything)
   Temporal frontend  ${temporal.address}   (temporal workflow list --address ${temporal.address})
   Hook server        ${hookUrl}
   Serving CA         ${join(certDir, 'ca.crt')}${created ? '  (created now)' : ''}
+  Client certs       ${config.server.clientCaFile ? `required (CA ${config.server.clientCaFile})` : 'not required: development only (config/default requires them)'}
   Data               ${dataDir}
   Self-check         ${JSON.stringify(probe)}
 

@@ -89,3 +89,12 @@ export const notificationsSent = new Counter({
   labelNames: ['result'] as const,
   registers: [registry],
 });
+
+export type ClientRefusal = 'no_certificate' | 'untrusted_certificate' | 'subject_not_allowed' | 'handshake_failed';
+
+export const hookClientsRefused = new Counter({
+  name: 'capi_upgrade_hook_clients_refused_total',
+  help: 'Connections to the hook server refused before any request was read, by reason (no_certificate, untrusted_certificate: mutual TLS; subject_not_allowed: a valid certificate not on HOOK_CLIENT_ALLOWED_SUBJECTS, answered 403; handshake_failed: any other TLS handshake error, e.g. plain HTTP or a client that does not trust our certificate).',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});

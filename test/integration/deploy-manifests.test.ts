@@ -4,14 +4,19 @@
 // cert-manager's and the Prometheus operator's CRDs are installed), and the
 // objects fit together: names, ports, probes, certificate and CA injection.
 import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from '@jest/globals';
-import { parseAllDocuments } from 'yaml';
+import { parseAllDocuments, stringify } from 'yaml';
 import { parseConfig } from '../../src/config.ts';
 import { parseChecksums } from '../../src/domain/node-binaries.ts';
 import { testbed } from '../support/fixtures.ts';
 
 const run = promisify(execFile);
+/** Where CAPI's managers that call the hooks run (clusterctl's namespaces). */
+const CAPI_NAMESPACES = ['capi-system', 'capi-kubeadm-control-plane-system'];
 const ROOT = new URL('../../', import.meta.url).pathname;
 
 interface K8sObject {
@@ -23,6 +28,7 @@ interface K8sObject {
 }
 interface Container {
   name: string;
+  args?: string[];
   env?: { name: string; value?: string }[];
   envFrom?: { configMapRef?: { name: string } }[];
   ports?: { name: string; containerPort: number }[];
@@ -36,16 +42,42 @@ interface PodSpec {
   serviceAccountName: string;
   securityContext?: Record<string, unknown>;
   containers: Container[];
-  volumes?: { name: string; secret?: { secretName: string }; configMap?: { name: string } }[];
+  volumes?: {
+    name: string;
+    secret?: { secretName: string; items?: { key: string; path: string }[] };
+    configMap?: { name: string };
+  }[];
   affinity?: unknown;
 }
 
 async function kustomize(dir: string): Promise<K8sObject[]> {
-  const { stdout } = await run(testbed().kubectl, ['kustomize', `${ROOT}config/${dir}`], { maxBuffer: 16 << 20 });
+  const path = dir.startsWith('/') ? dir : `${ROOT}config/${dir}`;
+  const { stdout } = await run(testbed().kubectl, ['kustomize', path], { maxBuffer: 16 << 20 });
   return parseAllDocuments(stdout).map((d) => d.toJSON() as K8sObject);
 }
 
+/**
+ * The namespaces config/default writes into besides its own exist wherever cert-manager and
+ * CAPI are installed (a dry run into a missing namespace is refused): make them on the test bed.
+ */
+async function foreignNamespaces(kubeconfig: string): Promise<void> {
+  for (const ns of ['cert-manager', ...CAPI_NAMESPACES]) {
+    const { stdout } = await run(testbed().kubectl, [
+      '--kubeconfig',
+      kubeconfig,
+      'get',
+      'namespace',
+      ns,
+      '--ignore-not-found',
+      '-o',
+      'name',
+    ]);
+    if (stdout.trim() === '') await run(testbed().kubectl, ['--kubeconfig', kubeconfig, 'create', 'namespace', ns]);
+  }
+}
+
 async function dryRun(dir: string, kubeconfig: string): Promise<string> {
+  if (dir === 'default' || dir === 'temporal-cloud') await foreignNamespaces(kubeconfig);
   const rendered = await run(testbed().kubectl, ['kustomize', `${ROOT}config/${dir}`], { maxBuffer: 16 << 20 });
   const child = execFile(testbed().kubectl, ['--kubeconfig', kubeconfig, 'apply', '--dry-run=server', '-f', '-']);
   let out = '';
@@ -71,6 +103,25 @@ const configMap = (objects: K8sObject[], name: string): K8sObject & { data: Reco
   if (found.length !== 1) throw new Error(`expected one ConfigMap ${name}, found ${found.length}`);
   return found[0] as K8sObject & { data: Record<string, string> };
 };
+const envOf = (c: Container): Record<string, string> =>
+  Object.fromEntries((c.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+/** The Secret mounted at `dir` in the pod's (first) container. */
+const secretAt = (spec: PodSpec, dir: string) => {
+  const mount = spec.containers[0]!.volumeMounts?.find((m) => m.mountPath === dir);
+  return spec.volumes?.find((v) => v.name === mount?.name)?.secret;
+};
+
+/** Objects config/default puts outside its own namespace: the client CA and CAPI's client certificates. */
+const elsewhere = (o: K8sObject) =>
+  o.kind === 'Certificate' && ['cert-manager', ...CAPI_NAMESPACES].includes(o.metadata.namespace ?? '');
+interface CertificateSpec {
+  commonName?: string;
+  isCA?: boolean;
+  secretName: string;
+  usages?: string[];
+  issuerRef: { kind: string; name: string };
+}
+const certSpec = (o: K8sObject) => o.spec as unknown as CertificateSpec;
 
 describe('config/default', () => {
   it('is accepted by the API server (kubectl apply --dry-run=server)', async () => {
@@ -84,9 +135,14 @@ describe('config/default', () => {
     const ns = one(objects, 'Namespace').metadata.name;
     for (const o of objects.filter(
       (x) =>
-        !['Namespace', 'CustomResourceDefinition', 'ClusterRole', 'ClusterRoleBinding', 'ExtensionConfig'].includes(
-          x.kind,
-        ),
+        ![
+          'Namespace',
+          'CustomResourceDefinition',
+          'ClusterRole',
+          'ClusterRoleBinding',
+          'ExtensionConfig',
+          'ClusterIssuer',
+        ].includes(x.kind) && !elsewhere(x),
     ))
       expect(`${o.kind}/${o.metadata.name} in ${o.metadata.namespace}`).toBe(`${o.kind}/${o.metadata.name} in ${ns}`);
 
@@ -146,7 +202,7 @@ describe('config/default', () => {
       .labels;
     expect(podLabels).toMatchObject(svc.selector);
 
-    const cert = one(objects, 'Certificate');
+    const cert = one(objects, 'Certificate', 'capi-upgrade-orchestrator-serving-cert');
     const certSpec = cert.spec as { dnsNames: string[]; secretName: string; issuerRef: { name: string; kind: string } };
     expect(certSpec.dnsNames).toContain(`${service.metadata.name}.${ns}.svc`);
     expect(one(objects, certSpec.issuerRef.kind, certSpec.issuerRef.name)).toBeDefined();
@@ -185,22 +241,168 @@ describe('config/default', () => {
     expect(parsed).toEqual({ table: new Map(), problems: [] });
   });
 
-  it('lets CAPI reach the hooks and anyone scrape the metrics, nothing else (NetworkPolicy)', async () => {
+  it('requires a client certificate from a CA of its own, which cert-manager issues to CAPI core and KCP', async () => {
     const objects = await kustomize('default');
-    const policies = find(objects, 'NetworkPolicy');
-    expect(policies.map((p) => p.metadata.name).sort()).toEqual([
-      'capi-upgrade-orchestrator-api',
-      'capi-upgrade-orchestrator-worker',
-    ]);
-    const api = one(objects, 'NetworkPolicy', 'capi-upgrade-orchestrator-api').spec as {
+    const ns = one(objects, 'Namespace').metadata.name;
+    const api = podSpec(one(objects, 'Deployment', 'capi-upgrade-orchestrator-api'));
+    const env = envOf(api.containers[0]!);
+    // The api's own parser reads the settings: mutual TLS on, an allow-list of subjects.
+    const server = parseConfig(env).server;
+    expect(server.clientCaFile).toBeDefined();
+    expect(server.insecureHttp).toBe(false);
+    const allowed = server.clientAllowedSubjects;
+    expect(allowed?.commonNames.length).toBeGreaterThan(0);
+
+    // The CA file is the ca.crt (alone) of a certificate from the client CA's issuer.
+    const caSecret = secretAt(api, dirname(server.clientCaFile!));
+    expect(caSecret?.items).toEqual([{ key: 'ca.crt', path: server.clientCaFile!.split('/').at(-1) }]);
+    const bundle = find(objects, 'Certificate').find(
+      (c) => c.metadata.namespace === ns && certSpec(c).secretName === caSecret?.secretName,
+    );
+    expect(bundle).toBeDefined();
+    const issuerRef = certSpec(bundle!).issuerRef;
+    expect(issuerRef.kind).toBe('ClusterIssuer');
+    // ...which cannot authenticate: no client auth usage, a subject on no list.
+    expect(certSpec(bundle!).usages ?? []).not.toContain('client auth');
+    expect(allowed?.commonNames).not.toContain(certSpec(bundle!).commonName);
+
+    // The issuer is a CA whose key is a self-signed CA certificate in cert-manager's namespace.
+    const issuer = one(objects, 'ClusterIssuer', issuerRef.name).spec as { ca?: { secretName: string } };
+    const ca = find(objects, 'Certificate').find(
+      (c) => c.metadata.namespace === 'cert-manager' && certSpec(c).secretName === issuer.ca?.secretName,
+    );
+    expect(certSpec(ca!).isCA).toBe(true);
+    const root = one(objects, 'ClusterIssuer', certSpec(ca!).issuerRef.name).spec as { selfSigned?: object };
+    expect(root.selfSigned).toEqual({});
+
+    // One client certificate per calling CAPI manager, in its namespace, from that issuer, on the list.
+    const clients = find(objects, 'Certificate').filter((c) => CAPI_NAMESPACES.includes(c.metadata.namespace ?? ''));
+    expect(clients.map((c) => c.metadata.namespace).sort()).toEqual([...CAPI_NAMESPACES].sort());
+    for (const c of clients) {
+      expect(certSpec(c).issuerRef).toEqual({ group: 'cert-manager.io', kind: 'ClusterIssuer', name: issuerRef.name });
+      expect(certSpec(c).usages).toContain('client auth');
+      expect(certSpec(c).secretName).toBe('capi-upgrade-orchestrator-client-cert');
+      expect(allowed?.commonNames).toContain(certSpec(c).commonName);
+    }
+    expect(objects.filter(elsewhere)).toHaveLength(3);
+  });
+
+  it('gives the api and the worker Temporal credentials of their own', async () => {
+    const objects = await kustomize('default');
+    const settings = one(objects, 'ConfigMap') as K8sObject & { data: Record<string, string> };
+    const { temporal } = parseConfig(settings.data);
+    expect(temporal.tls).toMatchObject({
+      certFile: expect.any(String),
+      keyFile: expect.any(String),
+      caFile: expect.any(String),
+    });
+    const dir = dirname(temporal.tls!.certFile!);
+    const secrets = ['capi-upgrade-orchestrator-api', 'capi-upgrade-orchestrator-worker'].map(
+      (name) => secretAt(podSpec(one(objects, 'Deployment', name)), dir)?.secretName,
+    );
+    expect(secrets).toEqual(['capi-upgrade-orchestrator-api-temporal', 'capi-upgrade-orchestrator-worker-temporal']);
+  });
+
+  it('admits CAPI to the hook port and only the monitoring namespace to the metrics ports (NetworkPolicy)', async () => {
+    const objects = await kustomize('default');
+    type Peer = { namespaceSelector?: { matchLabels?: Record<string, string> }; podSelector?: unknown };
+    type Policy = {
+      podSelector: { matchLabels: Record<string, string> };
       policyTypes: string[];
-      ingress: { from: unknown[]; ports: { port: string }[] }[];
+      ingress: { from?: Peer[]; ports?: { port: string }[] }[];
     };
-    expect(api.policyTypes).toEqual(['Ingress']);
-    const hooks = api.ingress.find((r) => r.ports.some((p) => p.port === 'webhook-server'));
-    expect(hooks?.from).toEqual([
-      { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'capi-system' } } },
-    ]);
+    const policies = find(objects, 'NetworkPolicy').map((p) => p.spec as unknown as Policy);
+    /** The peers admitted to a port of a Deployment's pods, over every policy that selects them. */
+    const admitted = (deployment: string, port: string) => {
+      const d = one(objects, 'Deployment', deployment).spec as {
+        template: { metadata: { labels: Record<string, string> } };
+      };
+      const labels = d.template.metadata.labels;
+      const selecting = policies.filter((p) =>
+        Object.entries(p.podSelector.matchLabels).every(([k, v]) => labels[k] === v),
+      );
+      expect(selecting.length).toBeGreaterThan(0);
+      for (const p of selecting) expect(p.policyTypes).toContain('Ingress');
+      const rules = selecting.flatMap((p) => p.ingress).filter((r) => !r.ports || r.ports.some((x) => x.port === port));
+      // A rule with no `from` admits everyone; an empty namespaceSelector, every namespace.
+      for (const r of rules) expect(r.from?.length).toBeGreaterThan(0);
+      return rules
+        .flatMap((r) => r.from!)
+        .map((peer) => {
+          expect(peer.podSelector).toBeUndefined();
+          return peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'] ?? 'ANY';
+        })
+        .sort();
+    };
+    expect(admitted('capi-upgrade-orchestrator-api', 'webhook-server')).toEqual([...CAPI_NAMESPACES].sort());
+    const monitoring = admitted('capi-upgrade-orchestrator-api', 'ops');
+    expect(monitoring).toHaveLength(1);
+    expect(monitoring[0]).not.toBe('ANY');
+    expect(admitted('capi-upgrade-orchestrator-worker', 'ops')).toEqual(monitoring);
+    expect(admitted('capi-upgrade-orchestrator-worker', 'sdk-metrics')).toEqual(monitoring);
+    // Set in one place: one policy names the monitoring namespace.
+    expect(policies.filter((p) => JSON.stringify(p).includes(`"${monitoring[0]}"`))).toHaveLength(1);
+  });
+});
+
+describe('config/capi-client-certificate', () => {
+  it("mounts CAPI's client certificate into core CAPI and KCP and passes it with the runtime-extension flags", async () => {
+    // Stand-ins for the Deployments clusterctl renders (names, namespaces, the manager container first).
+    const dir = mkdtempSync(join(tmpdir(), 'capi-uo-component-'));
+    try {
+      const deployments = [
+        ['capi-controller-manager', 'capi-system'],
+        ['capi-kubeadm-control-plane-controller-manager', 'capi-kubeadm-control-plane-system'],
+      ].map(([name, namespace]) => ({
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name, namespace },
+        spec: {
+          selector: { matchLabels: { 'cluster.x-k8s.io/provider': name } },
+          template: {
+            metadata: { labels: { 'cluster.x-k8s.io/provider': name } },
+            spec: {
+              containers: [
+                {
+                  name: 'manager',
+                  image: 'registry.k8s.io/cluster-api/cluster-api-controller:v1.14.0',
+                  args: ['--leader-elect', '--diagnostics-address=:8443'],
+                  volumeMounts: [{ name: 'cert', mountPath: '/tmp/k8s-webhook-server/serving-certs', readOnly: true }],
+                },
+              ],
+              volumes: [{ name: 'cert', secret: { secretName: `${name}-webhook-service-cert` } }],
+            },
+          },
+        },
+      }));
+      writeFileSync(join(dir, 'capi.yaml'), deployments.map((d) => stringify(d)).join('---\n'));
+      writeFileSync(
+        join(dir, 'kustomization.yaml'),
+        stringify({
+          resources: ['capi.yaml'],
+          components: [relative(dir, `${ROOT}config/capi-client-certificate`)],
+        }),
+      );
+      const patched = await kustomize(dir);
+      const defaults = await kustomize('default');
+      expect(patched).toHaveLength(2);
+      for (const d of patched) {
+        const spec = podSpec(d);
+        const args = spec.containers[0]!.args ?? [];
+        expect(args.slice(0, 2)).toEqual(['--leader-elect', '--diagnostics-address=:8443']);
+        const flag = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
+        const certFile = flag('runtime-extension-client-cert-file');
+        const keyFile = flag('runtime-extension-client-key-file');
+        expect(certFile?.endsWith('/tls.crt')).toBe(true);
+        expect(keyFile).toBe(certFile?.replace(/tls\.crt$/, 'tls.key'));
+        // The Secret config/default's Certificate for this namespace writes.
+        const issued = find(defaults, 'Certificate').find((c) => c.metadata.namespace === d.metadata.namespace);
+        expect(secretAt(spec, dirname(certFile!))?.secretName).toBe(certSpec(issued!).secretName);
+        expect(spec.containers[0]!.volumeMounts?.find((m) => m.mountPath === dirname(certFile!))?.readOnly).toBe(true);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
@@ -211,13 +413,14 @@ describe('the other overlays', () => {
     const settings = configMap(objects, 'capi-upgrade-orchestrator-settings');
     expect(settings.data.TEMPORAL_ADDRESS).toMatch(/\.tmprl\.cloud:7233$/);
     expect(settings.data.TEMPORAL_TLS).toBe('true');
-    expect(settings.data.TEMPORAL_API_KEY_FILE).toBe('/etc/temporal/api-key/api-key');
-    for (const name of ['capi-upgrade-orchestrator-api', 'capi-upgrade-orchestrator-worker']) {
-      const spec = podSpec(one(objects, 'Deployment', name));
-      expect(spec.volumes).toEqual(
-        expect.arrayContaining([{ name: 'temporal-api-key', secret: { secretName: 'temporal-cloud-api-key' } }]),
-      );
-    }
+    // An API key per role, from a Secret per role; no client certificate (config/default's are unset).
+    const { temporal } = parseConfig(settings.data);
+    expect(temporal.tls).toEqual({});
+    expect(temporal.apiKeyFile).toBeDefined();
+    const secrets = ['capi-upgrade-orchestrator-api', 'capi-upgrade-orchestrator-worker'].map(
+      (name) => secretAt(podSpec(one(objects, 'Deployment', name)), dirname(temporal.apiKeyFile!))?.secretName,
+    );
+    expect(secrets).toEqual(['capi-upgrade-orchestrator-api-temporal', 'capi-upgrade-orchestrator-worker-temporal']);
   });
 
   it('config/prometheus (ServiceMonitor, dashboard) is accepted by the API server', async () => {

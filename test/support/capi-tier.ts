@@ -3,10 +3,14 @@
 // started exactly as `make dev` starts it (src/local/dev.ts: its own Temporal
 // dev server, worker and HTTPS hook server), and the ExtensionConfig that
 // registers it with CAPI. Test files find all of it through CAPI_TIER_* variables.
+// As config/default deploys it, the extension requires a client certificate
+// (mutual TLS, an allow-list of CAPI's subjects) and CAPI's core and KCP managers
+// present theirs (the test PKI's), so every hook call in this tier is authenticated.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, openSync, readFileSync } from 'node:fs';
+import { mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort } from '../../src/local/temporal-dev-server.ts';
+import { CAPI_CORE_CLIENT_SUBJECT, CAPI_KCP_CLIENT_SUBJECT, testPki } from './pki.ts';
 
 /** The ExtensionConfig name: handler names CAPI sees are `<handler>.<this>`. */
 export const EXTENSION_NAME = 'capi-uo';
@@ -18,6 +22,10 @@ export interface CapiTierEnv {
   CAPI_TIER_EXTENSION_LOG: string;
   CAPI_TIER_TEMPORAL_ADDRESS: string;
   CAPI_TIER_EXTENSION_NAME: string;
+  /** https://127.0.0.1:<port>: the extension's hook server (it requires a client certificate). */
+  CAPI_TIER_HOOK_URL: string;
+  /** The CA of its serving certificate. */
+  CAPI_TIER_HOOK_CA_FILE: string;
 }
 
 export interface CapiTier {
@@ -28,9 +36,10 @@ export interface CapiTier {
 const ROOT = new URL('../../', import.meta.url).pathname;
 const CAPI_SCRIPT = join(ROOT, 'scripts/capi.sh');
 
-function script(args: string[], timeoutMs: number): Promise<string> {
+function script(args: string[], timeoutMs: number, env: Record<string, string> = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile('bash', args, { maxBuffer: 16 << 20, timeout: timeoutMs }, (err, stdout, stderr) => {
+    const options = { maxBuffer: 16 << 20, timeout: timeoutMs, env: { ...process.env, ...env } };
+    execFile('bash', args, options, (err, stdout, stderr) => {
       if (err) reject(new Error(`bash ${args.join(' ')} failed (${err.message.split('\n')[0]}):\n${stderr}`));
       else resolve(stdout);
     });
@@ -43,6 +52,8 @@ async function startExtension(
   managementKubeconfig: string,
 ): Promise<{ child: ChildProcess; log: string; temporalAddress: string; hookUrl: string; caFile: string }> {
   mkdirSync(dir, { recursive: true });
+  const clientCaFile = join(dir, 'client-ca.crt');
+  writeFileSync(clientCaFile, testPki().clientCa.certPem);
   const [temporalPort, uiPort, hookPort] = [await freePort(), await freePort(), await freePort()];
   const log = join(dir, 'extension.log');
   const out = openSync(log, 'a');
@@ -59,9 +70,12 @@ async function startExtension(
       TEMPORAL_UI_PORT: String(uiPort),
       HOOK_SERVER_PORT: String(hookPort),
       MANAGEMENT_KUBECONFIG: managementKubeconfig,
+      TLS_CLIENT_CA_FILE: clientCaFile,
+      HOOK_CLIENT_ALLOWED_SUBJECTS: `CN=${CAPI_CORE_CLIENT_SUBJECT},CN=${CAPI_KCP_CLIENT_SUBJECT}`,
     },
   });
-  const deadline = Date.now() + 120_000;
+  // Bundling the workflows takes seconds, minutes on a loaded machine.
+  const deadline = Date.now() + 300_000;
   while (!readFileSync(log, 'utf8').includes('capi-upgrade-orchestrator is running')) {
     if (child.exitCode !== null || Date.now() > deadline) {
       await stopChild(child);
@@ -101,6 +115,16 @@ export async function startCapiTier(dir: string, testbedJson: string): Promise<C
   const testbedDir = join(testbedJson, '..');
   const capiDir = join(dir, 'capi');
   const testbed = JSON.parse(readFileSync(testbedJson, 'utf8')) as { workerKubeconfig: string };
+  const clientCerts = join(dir, 'capi-client-certs');
+  const pki = testPki();
+  for (const [manager, pair] of [
+    ['capi', pki.client],
+    ['kcp', pki.kcpClient],
+  ] as const) {
+    mkdirSync(join(clientCerts, manager), { recursive: true });
+    writeFileSync(join(clientCerts, manager, 'tls.crt'), pair.certPem);
+    writeFileSync(join(clientCerts, manager, 'tls.key'), pair.keyPem, { mode: 0o600 });
+  }
   let extension: Awaited<ReturnType<typeof startExtension>> | undefined;
   const stop = async () => {
     if (extension) await stopChild(extension.child);
@@ -108,7 +132,7 @@ export async function startCapiTier(dir: string, testbedJson: string): Promise<C
   };
   try {
     const [capi, started] = await Promise.allSettled([
-      script([CAPI_SCRIPT, 'up', testbedDir, capiDir], 30 * 60_000),
+      script([CAPI_SCRIPT, 'up', testbedDir, capiDir], 30 * 60_000, { CAPI_EXTENSION_CLIENT_CERT_DIR: clientCerts }),
       // As deployed: the worker's least-privilege identity (its role covers the api's too).
       startExtension(join(dir, 'extension'), testbed.workerKubeconfig),
     ]);
@@ -130,6 +154,8 @@ export async function startCapiTier(dir: string, testbedJson: string): Promise<C
       CAPI_TIER_EXTENSION_LOG: extension.log,
       CAPI_TIER_TEMPORAL_ADDRESS: extension.temporalAddress,
       CAPI_TIER_EXTENSION_NAME: EXTENSION_NAME,
+      CAPI_TIER_HOOK_URL: extension.hookUrl,
+      CAPI_TIER_HOOK_CA_FILE: extension.caFile,
     },
     stop,
   };

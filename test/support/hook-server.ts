@@ -23,6 +23,8 @@ export interface TestHookServer {
   clientCa?: PemPair;
   client?: PemPair;
   writeServingCertificate(pair: PemPair): void;
+  /** The server's log lines, parsed (only when `captureLog` was asked for). */
+  logLines(): Record<string, unknown>[];
   close(): Promise<void>;
 }
 
@@ -30,6 +32,8 @@ export interface TestHookServerOptions {
   env?: Record<string, string>;
   server?: Partial<ServerConfig>;
   mutualTls?: boolean;
+  /** Keep the server's log lines (at info level and above) for assertions. */
+  captureLog?: boolean;
   lifecycle?: Partial<LifecycleHandlers>;
   upgradePlan?: Partial<UpgradePlanHandlers>;
   inPlace?: Partial<InPlaceHandlers>;
@@ -64,9 +68,11 @@ export async function startTestHookServer(options: TestHookServerOptions = {}): 
     ...(options.mutualTls ? { TLS_CLIENT_CA_FILE: join(dir, 'client-ca.crt') } : {}),
     ...options.env,
   });
+  const lines: string[] = [];
   const server = await startHookServer({
     server: { ...config.server, ...options.server },
-    logLevel: config.logLevel,
+    logLevel: options.captureLog ? 'info' : config.logLevel,
+    ...(options.captureLog ? { logStream: { write: (line: string) => void lines.push(line) } } : {}),
     app: {
       registry: new HookRegistry(config.handlers),
       lifecycle: { ...nonBlockingLifecycleHandlers, ...options.lifecycle },
@@ -86,6 +92,7 @@ export async function startTestHookServer(options: TestHookServerOptions = {}): 
     ...(clientCa ? { clientCa } : {}),
     ...(client ? { client } : {}),
     writeServingCertificate,
+    logLines: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>),
     async close() {
       await server.close();
       // Handlers backed by the cluster upgrade workflow keep a view refreshed on a timer: stop it.

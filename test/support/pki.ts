@@ -16,7 +16,18 @@ export interface TestPki {
   clientRotated: PemPair;
   /** A client certificate from a CA the server does not trust. */
   rogueClient: PemPair;
+  /** Kubeadm control plane's client certificate (clientCa), as config/default names it. */
+  kcpClient: PemPair;
+  /** From clientCa, named only by a DNS SAN the allow-list tests list. */
+  dnsClient: PemPair;
+  /** A new client CA and a certificate from it, for client CA rotation. */
+  clientCaNext: PemPair;
+  clientNext: PemPair;
 }
+
+/** The subjects config/default gives CAPI's core and KCP managers (config/certmanager/client-ca.yaml). */
+export const CAPI_CORE_CLIENT_SUBJECT = 'capi-controller-manager';
+export const CAPI_KCP_CLIENT_SUBJECT = 'capi-kubeadm-control-plane-controller-manager';
 
 const localhost = {
   commonName: 'localhost',
@@ -28,15 +39,20 @@ const localhost = {
 export function writeTestPki(file: string): void {
   const ca = createCertificateAuthority('test CA');
   const clientCa = createCertificateAuthority('test client CA');
+  const clientCaNext = createCertificateAuthority('test client CA, rotated');
   const pki: TestPki = {
     ca,
     serving: issueCertificate(ca, localhost),
     servingRotated: issueCertificate(ca, localhost),
     otherCa: createCertificateAuthority('someone else'),
     clientCa,
-    client: issueCertificate(clientCa, { commonName: 'capi-controller-manager', usage: 'client' }),
+    client: issueCertificate(clientCa, { commonName: CAPI_CORE_CLIENT_SUBJECT, usage: 'client' }),
     clientRotated: issueCertificate(clientCa, { commonName: 'capi-upgrade-orchestrator-rotated', usage: 'client' }),
     rogueClient: issueCertificate(createCertificateAuthority('rogue'), { commonName: 'rogue', usage: 'client' }),
+    kcpClient: issueCertificate(clientCa, { commonName: CAPI_KCP_CLIENT_SUBJECT, usage: 'client' }),
+    dnsClient: issueCertificate(clientCa, { commonName: 'tenant', dnsNames: ['hooks.example'], usage: 'client' }),
+    clientCaNext,
+    clientNext: issueCertificate(clientCaNext, { commonName: CAPI_CORE_CLIENT_SUBJECT, usage: 'client' }),
   };
   writeFileSync(file, JSON.stringify(pki));
 }

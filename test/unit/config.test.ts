@@ -108,6 +108,49 @@ describe('parseConfig', () => {
   it('refuses two handlers with the same name', () => {
     expect(() => parseConfig({ HOOK_BEFORE_CLUSTER_CREATE_NAME: 'before-cluster-delete' })).toThrow(/used by both/);
   });
+
+  describe('HOOK_CLIENT_ALLOWED_SUBJECTS', () => {
+    const mtls = { TLS_CLIENT_CA_FILE: '/etc/client-ca/ca.crt' };
+    const problemsOf = (env: Record<string, string>): string[] => {
+      try {
+        parseConfig(env);
+        return [];
+      } catch (err) {
+        return (err as ConfigError).problems;
+      }
+    };
+
+    it('is off unless set', () => {
+      expect(parseConfig(mtls).server.clientAllowedSubjects).toBeUndefined();
+      expect(parseConfig({ ...mtls, HOOK_CLIENT_ALLOWED_SUBJECTS: ' ' }).server.clientAllowedSubjects).toBeUndefined();
+    });
+
+    it('reads CN=, DNS= and bare entries (a bare name matches either)', () => {
+      const c = parseConfig({
+        ...mtls,
+        HOOK_CLIENT_ALLOWED_SUBJECTS: 'CN=capi-controller-manager, DNS=kcp.capi.svc ,dns:other.example,either',
+      });
+      expect(c.server.clientAllowedSubjects).toEqual({
+        commonNames: ['capi-controller-manager', 'either'],
+        dnsNames: ['kcp.capi.svc', 'other.example', 'either'],
+      });
+    });
+
+    it('names each bad entry, and needs mutual TLS', () => {
+      expect(problemsOf({ ...mtls, HOOK_CLIENT_ALLOWED_SUBJECTS: 'a,,O=capi,CN=*.capi.svc,DNS=' })).toEqual([
+        'HOOK_CLIENT_ALLOWED_SUBJECTS: empty entry in "a,,O=capi,CN=*.capi.svc,DNS=" (entries are separated by single commas)',
+        'HOOK_CLIENT_ALLOWED_SUBJECTS: "O=capi": only CN= and DNS= entries are supported',
+        'HOOK_CLIENT_ALLOWED_SUBJECTS: "CN=*.capi.svc": expected a name of 1 to 253 printable characters, without wildcards',
+        'HOOK_CLIENT_ALLOWED_SUBJECTS: "DNS=": expected a name of 1 to 253 printable characters, without wildcards',
+      ]);
+      expect(problemsOf({ HOOK_CLIENT_ALLOWED_SUBJECTS: 'capi' })).toEqual([
+        'HOOK_CLIENT_ALLOWED_SUBJECTS: needs TLS_CLIENT_CA_FILE (the allow-list applies to verified client certificates)',
+      ]);
+      expect(problemsOf({ ...mtls, HOOK_SERVER_INSECURE_HTTP: 'true' })).toEqual([
+        'HOOK_SERVER_INSECURE_HTTP=true serves plain HTTP: TLS_CLIENT_CA_FILE and HOOK_CLIENT_ALLOWED_SUBJECTS need TLS',
+      ]);
+    });
+  });
 });
 
 describe('Go durations in ?timeout=', () => {
