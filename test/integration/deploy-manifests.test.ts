@@ -289,7 +289,7 @@ describe('config/default', () => {
 
   it('gives the api and the worker Temporal credentials of their own', async () => {
     const objects = await kustomize('default');
-    const settings = one(objects, 'ConfigMap') as K8sObject & { data: Record<string, string> };
+    const settings = configMap(objects, 'capi-upgrade-orchestrator-settings');
     const { temporal } = parseConfig(settings.data);
     expect(temporal.tls).toMatchObject({
       certFile: expect.any(String),
