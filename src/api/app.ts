@@ -153,6 +153,9 @@ const hookApp: FastifyPluginAsync<HookAppOptions> = async (app: FastifyInstance,
     }
     const release = await budget.acquire(declared ?? limit);
     if (!release) {
+      // As for the 413: drop the body unread (no reservation needed: nothing is kept) so the
+      // client reads the 503 instead of a connection reset.
+      await discard(payload);
       void reply.header('retry-after', String(BUSY_RETRY_AFTER_SECONDS));
       throw new HttpError(503, 'too many request bodies in flight; retry shortly (HOOK_SERVER_BODY_BYTES_IN_FLIGHT)');
     }
