@@ -234,7 +234,8 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
   /** The answer once a write was refused as a repeat (another replica recorded the call first). */
   const answerFresh = async (workflowId: string, call: HookCall): Promise<RetryResult> => {
     const again = (await views.fresh(workflowId))?.memo as ClusterUpgradeMemo | undefined;
-    if (again?.halted) return failure(again.halted);
+    // Another target's halt is the superseded run winding down (its abort), not this call's answer.
+    if (again?.halted && again.targetVersion === call.targetVersion) return failure(again.halted);
     const gate = again?.gates[gateKey(call.hook, call.version)];
     // Refused because the upgrade holds all the gates it may: never "queued" for ever.
     if (!gate && again?.targetVersion === call.targetVersion && gateCount(again) >= MAX_GATES_PER_UPGRADE)

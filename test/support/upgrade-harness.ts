@@ -29,6 +29,8 @@ export interface StubUpgradeActivities extends UpgradeActivities {
   health: (input: HealthCheckInput) => HealthReport | Promise<HealthReport>;
   /** What the next capacity readiness checks report. */
   capacity: () => CapacityReadiness;
+  /** Runs as each Cluster event is recorded (replace to make recording slow or fail). */
+  event: (input: ClusterEventInput) => void | Promise<void>;
   calls: {
     health: HealthCheckInput[];
     reserve: number;
@@ -73,6 +75,7 @@ export function stubUpgradeActivities(): StubUpgradeActivities {
     calls,
     health: healthy,
     capacity: () => ({ ready: true, pending: [] }),
+    event: () => {},
     async checkClusterHealth(input) {
       calls.health.push(input);
       try {
@@ -93,6 +96,7 @@ export function stubUpgradeActivities(): StubUpgradeActivities {
     },
     async recordClusterEvent(input) {
       calls.events.push(input);
+      await stub.event(input);
     },
     async releaseCapacity() {
       calls.release++;

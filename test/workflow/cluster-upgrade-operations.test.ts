@@ -74,6 +74,37 @@ describe('operating a cluster upgrade', () => {
     await recordHistoryIfAsked(h.client, wfId(), 'v2-superseded-with-events', firstRun.runId);
   });
 
+  it('answers a repeat of the superseding call "waiting", not the old run\'s abort, while the old run winds down', async () => {
+    const annotations = { 'upgrades.capi-orchestrator.io/upgrade-at': later(3_600_000) };
+    await waitFor(
+      () => h.call('BeforeClusterUpgrade', bcu('v1.32.13'), { annotations, topologyVersion: 'v1.32.13' }),
+      (a) => a.message?.includes('upgradeAt') ?? false,
+    );
+    // The old run records its abort (an activity) before it continues as new: a window CAPI's retry can hit.
+    let release!: () => void;
+    const recording = new Promise<void>((r) => (release = r));
+    let aborting = false;
+    h.activities.event = async (e) => {
+      if (e.reason !== 'UpgradeAborted') return;
+      aborting = true;
+      await recording;
+    };
+    const first = await h.call('BeforeClusterUpgrade', bcu(), {});
+    expect(first).toMatchObject({ status: 'Success' });
+    await waitFor(
+      async () => aborting,
+      (a) => a,
+    );
+    const repeat = await h.call('BeforeClusterUpgrade', bcu(), {});
+    release();
+    expect(repeat.status).toBe('Success');
+    expect(repeat.retryAfterSeconds).toBeGreaterThan(0);
+    expect(await h.pollUntilDone('BeforeClusterUpgrade', bcu(), {})).toMatchObject({
+      status: 'Success',
+      retryAfterSeconds: 0,
+    });
+  });
+
   it('lets BeforeClusterDelete wait until the running upgrade has wound down, releasing reserved capacity', async () => {
     const annotations = { 'upgrades.capi-orchestrator.io/capacity-reservation': 'true' };
     await h.pollUntilDone('BeforeClusterUpgrade', bcu(), { annotations });
