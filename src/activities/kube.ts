@@ -277,6 +277,26 @@ export function isNotFound(err: unknown): boolean {
   return statusCode(err) === 404;
 }
 
+/**
+ * A 404 for the named object itself: the API server's Status names it in `details.name`. A 404
+ * without it is a kind the server does not serve (a missing CRD or version): that says nothing
+ * about whether the object exists.
+ */
+export function isObjectNotFound(err: unknown, name: string): boolean {
+  if (!isNotFound(err) || !(err instanceof ApiException)) return false;
+  const raw: unknown = err.body;
+  let status: unknown = raw;
+  if (typeof raw === 'string') {
+    try {
+      status = JSON.parse(raw);
+    } catch {
+      return false;
+    }
+  }
+  const details = (status as { details?: { name?: unknown } } | null)?.details;
+  return details?.name === name;
+}
+
 export function isConflict(err: unknown): boolean {
   return statusCode(err) === 409;
 }

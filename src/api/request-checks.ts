@@ -13,7 +13,7 @@
 // Kubernetes. docs/request-checks.md says what CAPI sees in each case.
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { stableFailure } from '../activities/failures.ts';
-import { apiClient, isNotFound } from '../activities/kube.ts';
+import { apiClient, isObjectNotFound } from '../activities/kube.ts';
 import { BackendUnavailable, HookFailure } from './errors.ts';
 import type { HookContext } from './hook-route.ts';
 
@@ -207,20 +207,24 @@ export function createRequestChecks(objects: ManagementObjects): RequestChecks {
   };
 }
 
-/** The Cluster API objects as the api reads them, through `management` (get on clusters and machines). */
-export function managementObjects(management: KubeConfig): ManagementObjects {
+/**
+ * The Cluster API objects as the api reads them, through `management` (get on clusters and
+ * machines), at `version` (Cluster API's v1beta2 unless a test names one the server lacks).
+ */
+export function managementObjects(management: KubeConfig, opts: { version?: string } = {}): ManagementObjects {
   const custom = apiClient(management, CustomObjectsApi);
   const get = async (plural: 'clusters' | 'machines', namespace: string, name: string) => {
     try {
       return (await custom.getNamespacedCustomObject({
         group: 'cluster.x-k8s.io',
-        version: 'v1beta2',
+        version: opts.version ?? 'v1beta2',
         namespace,
         plural,
         name,
       })) as ManagedObject;
     } catch (err) {
-      if (isNotFound(err)) return undefined;
+      // Only the object's own 404 means gone; an unserved kind means "cannot tell".
+      if (isObjectNotFound(err, name)) return undefined;
       throw err;
     }
   };

@@ -132,6 +132,7 @@ describe('request checks against the management cluster', () => {
   let closeClient: () => Promise<void>;
   let hooks: TestHookServer;
   let unreachable: TestHookServer;
+  let unserved: TestHookServer;
   let worker: Awaited<ReturnType<typeof startTestWorker>> | undefined;
   let objects: ReturnType<typeof countedObjects>;
   const taskQueue = uniqueTaskQueue('checks');
@@ -196,6 +197,13 @@ describe('request checks against the management cluster', () => {
       lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: down }),
       inPlace: createInPlaceHandlers({ client, taskQueue: machineQueue, checks: down }),
     });
+    // A management cluster that does not serve Cluster API's v1beta2 (an older CAPI, CRDs missing).
+    const unknown = createRequestChecks(
+      managementObjects(managementKubeConfig(testbed().apiKubeconfig), { version: 'v1beta9' }),
+    );
+    unserved = await startTestHookServer({
+      lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: unknown }),
+    });
     worker = await startTestWorker({
       taskQueue,
       activities: createActivities({ management: managementKubeConfig(testbed().workerKubeconfig) }),
@@ -205,6 +213,7 @@ describe('request checks against the management cluster', () => {
     await worker?.stop();
     await hooks?.close();
     await unreachable?.close();
+    await unserved?.close();
     await closeClient?.();
     // Let the kept Clusters go, then the namespace.
     const list = (await mg.custom.listNamespacedCustomObject({
@@ -287,6 +296,26 @@ describe('request checks against the management cluster', () => {
         lifecycle('BeforeClusterDelete', 'never-created', 'uid-gone'),
       );
       expect(answer).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    });
+
+    it('holds when the management cluster does not serve Clusters at all: a missing kind is not a Cluster gone', async () => {
+      const name = 'unserved';
+      const uid = await createCluster(name, { annotations: held });
+      await createKubeconfigSecret(mg.core, ns, name);
+      const workflowId = clusterUpgradeWorkflowId({ namespace: ns, name, uid });
+      await waitFor(
+        () =>
+          call(
+            hooks,
+            'BeforeClusterUpgrade',
+            lifecycle('BeforeClusterUpgrade', name, uid, bcu(), { annotations: held }),
+          ),
+        (a) => a.message?.includes('upgradeAt') ?? false,
+      );
+      const answer = await call(unserved, 'BeforeClusterDelete', lifecycle('BeforeClusterDelete', name, uid));
+      expect(answer).toMatchObject({ status: 'Success', message: CHECK_UNAVAILABLE_MESSAGE });
+      expect(answer.retryAfterSeconds).toBeGreaterThan(0);
+      expect(await signals(workflowId)).toEqual([]);
     });
   });
 
