@@ -166,6 +166,18 @@ describe('request checks against the management cluster', () => {
     controlPlaneUpgrades: [{ version: to }],
   });
   const held = { [`upgrades.capi-orchestrator.io/upgrade-at`]: FAR };
+  /** A Cluster whose upgrade waits for its upgrade-at time: started, answered "waiting". */
+  const startHeldUpgrade = async (name: string, opts: { keep?: boolean } = {}) => {
+    const uid = await createCluster(name, { annotations: held, ...opts });
+    await createKubeconfigSecret(mg.core, ns, name);
+    const workflowId = clusterUpgradeWorkflowId({ namespace: ns, name, uid });
+    const waiting = await waitFor(
+      () =>
+        call(hooks, 'BeforeClusterUpgrade', lifecycle('BeforeClusterUpgrade', name, uid, bcu(), { annotations: held })),
+      (a) => a.message?.includes('upgradeAt') ?? false,
+    );
+    return { uid, workflowId, waiting };
+  };
 
   const exists = async (workflowId: string) =>
     client.workflow
@@ -233,18 +245,7 @@ describe('request checks against the management cluster', () => {
   describe('BeforeClusterDelete (row 2)', () => {
     it('refuses a Cluster that is not being deleted and leaves its held upgrade alone; once it is, aborts it as before', async () => {
       const name = 'held';
-      const uid = await createCluster(name, { annotations: held, keep: true });
-      await createKubeconfigSecret(mg.core, ns, name);
-      const workflowId = clusterUpgradeWorkflowId({ namespace: ns, name, uid });
-      const waiting = await waitFor(
-        () =>
-          call(
-            hooks,
-            'BeforeClusterUpgrade',
-            lifecycle('BeforeClusterUpgrade', name, uid, bcu(), { annotations: held }),
-          ),
-        (a) => a.message?.includes('upgradeAt') ?? false,
-      );
+      const { uid, workflowId, waiting } = await startHeldUpgrade(name, { keep: true });
       expect(waiting).toMatchObject({ status: 'Success' });
 
       const refused = await call(hooks, 'BeforeClusterDelete', lifecycle('BeforeClusterDelete', name, uid));
@@ -300,18 +301,7 @@ describe('request checks against the management cluster', () => {
 
     it('holds when the management cluster does not serve Clusters at all: a missing kind is not a Cluster gone', async () => {
       const name = 'unserved';
-      const uid = await createCluster(name, { annotations: held });
-      await createKubeconfigSecret(mg.core, ns, name);
-      const workflowId = clusterUpgradeWorkflowId({ namespace: ns, name, uid });
-      await waitFor(
-        () =>
-          call(
-            hooks,
-            'BeforeClusterUpgrade',
-            lifecycle('BeforeClusterUpgrade', name, uid, bcu(), { annotations: held }),
-          ),
-        (a) => a.message?.includes('upgradeAt') ?? false,
-      );
+      const { uid, workflowId } = await startHeldUpgrade(name);
       const answer = await call(unserved, 'BeforeClusterDelete', lifecycle('BeforeClusterDelete', name, uid));
       expect(answer).toMatchObject({ status: 'Success', message: CHECK_UNAVAILABLE_MESSAGE });
       expect(answer.retryAfterSeconds).toBeGreaterThan(0);
