@@ -14,6 +14,7 @@
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { stableFailure } from '../activities/failures.ts';
 import { apiClient, isObjectNotFound } from '../activities/kube.ts';
+import { hookRequestChecks } from '../ops/metrics.ts';
 import { BackendUnavailable, HookFailure } from './errors.ts';
 import type { HookContext } from './hook-route.ts';
 
@@ -55,6 +56,9 @@ export interface ManagementObjects {
 /** What a rule found: undefined when the request matches, else what did not match (CAPI reads it). */
 export type Verdict = string | undefined;
 export type Rule = (objects: ManagementObjects) => Promise<Verdict>;
+
+/** The management cluster could not be read: hold (retry), as when Temporal does not answer. */
+export class CheckUnavailable extends BackendUnavailable {}
 
 /** Refused by its check: a Failure whose message says what did not match. */
 export class RequestRefused extends HookFailure {
@@ -193,8 +197,10 @@ export function createRequestChecks(objects: ManagementObjects): RequestChecks {
           // Stable words only: client-node's messages carry headers and bodies.
           const reason = stableFailure(err).message;
           ctx.log.warn({ hook: ctx.hook, reason }, 'request check could not read the management cluster');
-          throw new BackendUnavailable(`request check: ${reason}`, CHECK_UNAVAILABLE_MESSAGE);
+          hookRequestChecks.inc({ hook: ctx.hook, result: 'unavailable' });
+          throw new CheckUnavailable(`request check: ${reason}`, CHECK_UNAVAILABLE_MESSAGE);
         }
+        hookRequestChecks.inc({ hook: ctx.hook, result: verdict === undefined ? 'passed' : 'refused' });
         if (verdict === undefined) return;
         ctx.log.warn(
           { hook: ctx.hook, caller: ctx.caller ?? '(no client certificate)', mismatch: verdict },

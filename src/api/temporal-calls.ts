@@ -14,6 +14,7 @@ import { NamespaceNotFoundError } from '@temporalio/common';
 import { temporalRequestDuration, type TemporalCallResult } from '../ops/metrics.ts';
 import { BackendUnavailable, HookFailure } from './errors.ts';
 import type { HookContext } from './hook-route.ts';
+import { CheckUnavailable, RequestRefused } from './request-checks.ts';
 
 /** gRPC status codes that mean "refused for good": retrying the same call cannot help. */
 const PERMANENT_CODES: ReadonlyMap<number, string> = new Map([
@@ -59,7 +60,8 @@ export async function withinDeadline<T>(
     observe('ok');
     return answer;
   } catch (err) {
-    observe(temporalCallResult(err, ctx));
+    // A request check's outcome is no Temporal call (capi_upgrade_hook_request_checks_total counts it).
+    if (!(err instanceof RequestRefused || err instanceof CheckUnavailable)) observe(temporalCallResult(err, ctx));
     throw mapTemporalError(err, ctx);
   }
 }

@@ -98,3 +98,12 @@ export const hookClientsRefused = new Counter({
   labelNames: ['reason'] as const,
   registers: [registry],
 });
+
+export type RequestCheckResult = 'passed' | 'refused' | 'unavailable';
+
+export const hookRequestChecks = new Counter({
+  name: 'capi_upgrade_hook_request_checks_total',
+  help: 'Hook requests checked against the management cluster before a write (docs/request-checks.md), by hook and result (passed; refused: the request does not describe what CAPI is doing, answered Failure; unavailable: the management cluster could not be read, answered retry).',
+  labelNames: ['hook', 'result'] as const,
+  registers: [registry],
+});

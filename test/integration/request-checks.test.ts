@@ -16,6 +16,7 @@ import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts'
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import { createInPlaceHandlers } from '../../src/api/machine-updates.ts';
+import { hookRequestChecks, temporalRequestDuration } from '../../src/ops/metrics.ts';
 import {
   CHECK_UNAVAILABLE_MESSAGE,
   createRequestChecks,
@@ -65,6 +66,19 @@ function countedObjects(inner: ManagementObjects): ManagementObjects & { reads: 
     machine: (namespace: string, name: string) => (counted.reads++, inner.machine(namespace, name)),
   };
   return counted;
+}
+
+/** The process's request-check counts and Temporal call counts, by label. */
+async function metricValues() {
+  // Copies: prom-client hands out its live entries.
+  const checks = structuredClone(await hookRequestChecks.get());
+  const temporal = structuredClone(await temporalRequestDuration.get());
+  return {
+    checks: (hook: string, result: string) =>
+      checks.values.find((v) => v.labels.hook === hook && v.labels.result === result)?.value ?? 0,
+    temporal: (result: string) =>
+      temporal.values.find((v) => v.metricName?.endsWith('_count') && v.labels.result === result)?.value ?? 0,
+  };
 }
 
 /** A management API server that refuses connections. */
@@ -382,9 +396,10 @@ describe('request checks against the management cluster', () => {
       expect(objects.reads).toBe(reads);
     });
 
-    it('holds (retry, nothing started) while the management cluster cannot be read', async () => {
+    it('holds (retry, nothing started) while the management cluster cannot be read, and counts it as a check, not a Temporal error', async () => {
       const name = 'unreadable';
       const uid = await createCluster(name);
+      const before = await metricValues();
       const answer = await call(
         unreachable,
         'BeforeClusterUpgrade',
@@ -393,6 +408,11 @@ describe('request checks against the management cluster', () => {
       expect(answer).toMatchObject({ status: 'Success', message: CHECK_UNAVAILABLE_MESSAGE });
       expect(answer.retryAfterSeconds).toBeGreaterThan(0);
       expect(await exists(clusterUpgradeWorkflowId({ namespace: ns, name, uid }))).toBe(false);
+      const after = await metricValues();
+      expect(
+        after.checks('BeforeClusterUpgrade', 'unavailable') - before.checks('BeforeClusterUpgrade', 'unavailable'),
+      ).toBe(1);
+      expect(after.temporal('error')).toBe(before.temporal('error'));
     });
   });
 
@@ -437,7 +457,11 @@ describe('request checks against the management cluster', () => {
         `refused: Machine ${ns}/m-ok spec.bootstrap.configRef is KubeadmConfig/m-ok, not the desired KubeadmConfig/m-elsewhere`,
       ],
     ])('refuses %s: Failure naming it, nothing started or queued', async (_, req, message) => {
+      const before = await metricValues();
       const answer = await call(hooks, 'UpdateMachine', req);
+      expect((await metricValues()).checks('UpdateMachine', 'refused')).toBe(
+        before.checks('UpdateMachine', 'refused') + 1,
+      );
       expect(answer).toEqual({
         apiVersion: HOOKS_API_VERSION,
         kind: 'UpdateMachineResponse',
