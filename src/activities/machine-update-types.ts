@@ -9,6 +9,8 @@ export interface PreflightResult {
   clusterName: string;
   /** The Cluster's pdb-force-drain-timeout annotation, when set: it wins over the setting. */
   pdbForceDrainTimeoutMs?: number;
+  /** The Cluster's drain-skip-pod-selector annotation, when set: it wins over the setting. */
+  drainSkipPodSelector?: string;
 }
 
 export interface DrainOptions {
@@ -22,6 +24,8 @@ export interface DrainOptions {
   gracePeriodSeconds?: number;
   /** The drain fails after this long. */
   timeoutMs: number;
+  /** Label selector of pods the drain leaves alone (not evicted, deleted or waited for); unset or blank = none. */
+  skipPodSelector?: string;
   /** Skip PDB checks right away (on-call `forceDrain`). */
   forceNow?: boolean;
   /**
@@ -115,6 +119,13 @@ export interface MachineUpdateActivities {
   setNodeUpdateFailed(input: { cluster: MachineRef; nodeName: string; reason: string }): Promise<void>;
   /** After a success: the condition False, the annotation gone. */
   clearNodeUpdateFailed(input: { cluster: MachineRef; nodeName: string }): Promise<void>;
+  /**
+   * While the kubelet may restart: the Machine annotation `cluster.x-k8s.io/skip-remediation` (a
+   * MachineHealthCheck leaves the Machine alone) with our marker; one someone else set is left as it is.
+   */
+  holdRemediation(input: { machine: MachineRef }): Promise<{ message: string }>;
+  /** Removes skip-remediation and the marker, only when the marker says we set it; idempotent. */
+  releaseRemediation(input: { machine: MachineRef }): Promise<void>;
   /** A Kubernetes Event on the Machine; none when the Machine is gone. */
   recordMachineEvent(input: MachineEventInput): Promise<void>;
   /** Deletes what the executor created for `requestName` (Job or NodeUpgradeRequest, and their Secrets); idempotent. */
