@@ -9,6 +9,8 @@ export interface PreflightResult {
   clusterName: string;
   /** The Cluster's pdb-force-drain-timeout annotation, when set: it wins over the setting. */
   pdbForceDrainTimeoutMs?: number;
+  /** The Cluster's drain-skip-pod-selector annotation, when set: it wins over the setting. */
+  drainSkipPodSelector?: string;
 }
 
 export interface DrainOptions {
@@ -22,6 +24,8 @@ export interface DrainOptions {
   gracePeriodSeconds?: number;
   /** The drain fails after this long. */
   timeoutMs: number;
+  /** Label selector of pods the drain leaves alone (not evicted, deleted or waited for); unset or blank = none. */
+  skipPodSelector?: string;
   /** Skip PDB checks right away (on-call `forceDrain`). */
   forceNow?: boolean;
   /**

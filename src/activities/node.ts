@@ -14,6 +14,7 @@ import {
 } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
+import { parseSkipPodSelector } from '../domain/drain.ts';
 import { parseGoDuration } from '../domain/durations.ts';
 import { policyKeys } from '../domain/policy-keys.ts';
 import { apiClient, isConflict, isNotFound } from './kube.ts';
@@ -103,8 +104,7 @@ export function createNodeActivities(
       if (blocked) {
         throw ApplicationFailure.retryable(`${who} waits: ${blocked}`, MACHINE_UPDATE_FAILURES.maxUnavailableReached);
       }
-      const pdbForceDrainTimeoutMs = await clusterPdbForceDrainTimeout(custom, machine.namespace, clusterName);
-      return { nodeName, clusterName, ...(pdbForceDrainTimeoutMs !== undefined ? { pdbForceDrainTimeoutMs } : {}) };
+      return { nodeName, clusterName, ...(await clusterDrainPolicy(custom, machine.namespace, clusterName)) };
     },
 
     async cordon({ cluster, nodeName }): Promise<{ wasUnschedulable: boolean }> {
@@ -341,14 +341,14 @@ async function setUpdateFailed(kc: KubeConfig, nodeName: string, reason: string 
 }
 
 /**
- * The Cluster's `pdb-force-drain-timeout` annotation, which overrides the ExtensionConfig
- * setting for that cluster (UpdateMachine carries no Cluster, so it is read here).
+ * The Cluster's `pdb-force-drain-timeout` and `drain-skip-pod-selector` annotations, which override
+ * the ExtensionConfig settings for that cluster (UpdateMachine carries no Cluster, so they are read here).
  */
-async function clusterPdbForceDrainTimeout(
+async function clusterDrainPolicy(
   custom: CustomObjectsApi,
   namespace: string,
   name: string,
-): Promise<number | undefined> {
+): Promise<Pick<PreflightResult, 'pdbForceDrainTimeoutMs' | 'drainSkipPodSelector'>> {
   let cluster: { metadata?: { annotations?: Record<string, string> } };
   try {
     cluster = (await custom.getNamespacedCustomObject({
@@ -359,17 +359,28 @@ async function clusterPdbForceDrainTimeout(
       name,
     })) as typeof cluster;
   } catch (err) {
-    if (isNotFound(err)) return undefined; // the setting applies
+    if (isNotFound(err)) return {}; // the settings apply
     throw err;
   }
-  const key = policyKeys.pdbForceDrainTimeout.annotation;
-  const raw = cluster.metadata?.annotations?.[key]?.trim();
-  if (!raw) return undefined;
-  const ms = parseGoDuration(raw);
-  if (ms === undefined)
-    throw ApplicationFailure.nonRetryable(
-      `Cluster ${namespace}/${name} annotation ${key}=${JSON.stringify(raw)}: not a duration (use e.g. 30m, 2h)`,
-      MACHINE_UPDATE_FAILURES.invalidInput,
-    );
-  return ms;
+  const annotations = cluster.metadata?.annotations ?? {};
+  const policy: Pick<PreflightResult, 'pdbForceDrainTimeoutMs' | 'drainSkipPodSelector'> = {};
+  const pdbKey = policyKeys.pdbForceDrainTimeout.annotation;
+  const pdb = annotations[pdbKey]?.trim();
+  if (pdb) {
+    const ms = parseGoDuration(pdb);
+    if (ms === undefined)
+      throw ApplicationFailure.nonRetryable(
+        `Cluster ${namespace}/${name} annotation ${pdbKey}=${JSON.stringify(pdb)}: not a duration (use e.g. 30m, 2h)`,
+        MACHINE_UPDATE_FAILURES.invalidInput,
+      );
+    policy.pdbForceDrainTimeoutMs = ms;
+  }
+  const skipKey = policyKeys.drainSkipPodSelector.annotation;
+  const skip = annotations[skipKey]?.trim();
+  if (skip) {
+    const parsed = parseSkipPodSelector(`Cluster ${namespace}/${name} annotation ${skipKey}`, skip);
+    if (!parsed.ok) throw ApplicationFailure.nonRetryable(parsed.message, MACHINE_UPDATE_FAILURES.invalidInput);
+    policy.drainSkipPodSelector = skip;
+  }
+  return policy;
 }

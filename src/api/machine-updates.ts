@@ -206,6 +206,7 @@ export function createInPlaceHandlers(opts: {
       // Held by the cluster's slots workflow: a hard limit across api replicas (a count here would race).
       maxConcurrentMachineUpdates: policy.maxConcurrentMachineUpdates,
       ...(policy.pdbForceDrainTimeoutMs !== undefined ? { pdbForceDrainTimeoutMs: policy.pdbForceDrainTimeoutMs } : {}),
+      ...(policy.drainSkipPodSelector !== undefined ? { drainSkipPodSelector: policy.drainSkipPodSelector } : {}),
     };
     const limit = policy.maxConcurrentMachineUpdates;
     const queuedMessage = machineUpdateMessage(machine, version, machineUpdateQueuedDetail(clusterName, limit));

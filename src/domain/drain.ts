@@ -6,6 +6,7 @@
 //   2. controlled by a DaemonSet                  → skip
 //   3. mirror pod (kubernetes.io/config.mirror)   → skip
 //   4. labelled cluster.x-k8s.io/drain=skip       → skip
+//   4b. matching the skip selector (drainSkipPodSelector) → skip
 //   5. phase Succeeded or Failed                  → evict (finished pods may always go)
 //   6. emptyDir volumes without deleteEmptyDirData, and/or no controller
 //      without force                              → blocker (all reasons named)
@@ -15,6 +16,14 @@
 //
 // Pure module: no I/O. The pod type is a structural subset of V1Pod, so
 // @kubernetes/client-node pods can be passed as they are.
+
+import {
+  LABEL_SELECTOR_MAX_LENGTH,
+  namesAPresentLabel,
+  parseLabelSelector,
+  selectorMatches,
+  type LabelRequirement,
+} from './label-selector.ts';
 
 export interface DrainOwnerReference {
   readonly kind: string;
@@ -51,6 +60,30 @@ export interface DrainOptions {
   readonly force: boolean;
   /** Pods carrying this label value are left alone (default `cluster.x-k8s.io/drain: skip`). */
   readonly skipLabel?: { readonly key: string; readonly value: string } | undefined;
+  /** Pods matching this selector are left alone too (an empty one matches none). */
+  readonly skipSelector?: readonly LabelRequirement[] | undefined;
+}
+
+/**
+ * A skip selector (drainSkipPodSelector) from its text; `name` is what the message names, as in
+ * `setting drainSkipPodSelector` or `Cluster ns/c annotation …`. Blank = skip nothing. Refused: no
+ * label selector, too long, or only `!=`/`notin`/`!key` (those would skip nearly every pod).
+ */
+export function parseSkipPodSelector(
+  name: string,
+  text: string,
+): { ok: true; selector: LabelRequirement[] } | { ok: false; message: string } {
+  const shown = text.length > LABEL_SELECTOR_MAX_LENGTH ? `(${text.length} characters)` : `=${JSON.stringify(text)}`;
+  const parsed = parseLabelSelector(text);
+  if (!parsed.ok) return { ok: false, message: `${name}${shown}: not a usable label selector: ${parsed.message}` };
+  if (parsed.requirements.length > 0 && !namesAPresentLabel(parsed.requirements))
+    return {
+      ok: false,
+      message:
+        `${name}${shown}: a skip selector needs a requirement on a label pods have (=, ==, in, a key, >, <): ` +
+        'one of only !=, notin and !key skips every pod without that label',
+    };
+  return { ok: true, selector: parsed.requirements };
 }
 
 export const DEFAULT_SKIP_LABEL = { key: 'cluster.x-k8s.io/drain', value: 'skip' } as const;
@@ -77,6 +110,7 @@ export const DRAIN_REASONS = {
   daemonSet: 'DaemonSet-managed',
   mirror: 'mirror pod',
   skipLabel: 'labelled to skip drain',
+  skipSelector: 'matches the drain skip selector',
   emptyDir: 'has emptyDir volumes (local data)',
   noController: 'declares no controller',
 } as const;
@@ -128,6 +162,8 @@ export function filterPodsForDrain<P extends DrainPod>(
       skip.push({ pod, reason: DRAIN_REASONS.mirror });
     } else if (hasOwn(meta?.labels, skipLabel.key) && meta?.labels?.[skipLabel.key] === skipLabel.value) {
       skip.push({ pod, reason: DRAIN_REASONS.skipLabel });
+    } else if (options.skipSelector && selectorMatches(options.skipSelector, meta?.labels)) {
+      skip.push({ pod, reason: DRAIN_REASONS.skipSelector });
     } else if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') {
       evict.push(pod);
     } else {

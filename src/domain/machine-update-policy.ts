@@ -1,10 +1,13 @@
 // Machine update policy from ExtensionConfig settings (the in-place hooks
 // carry no Cluster, so there are no annotations to read).
+import { parseSkipPodSelector } from './drain.ts';
 import { parseGoDuration } from './durations.ts';
 
 export interface MachineUpdatePolicy {
   executor: 'delegate' | 'job';
   pdbForceDrainTimeoutMs?: number;
+  /** Label selector of pods the drain leaves alone (validated; unset = none). */
+  drainSkipPodSelector?: string;
   drainTimeoutMs: number;
   nodeUpgradeTimeoutMs: number;
   deleteEmptyDirData: boolean;
@@ -27,6 +30,7 @@ export const machineUpdateSettings = {
   maxConcurrentMachineUpdates: 'maxConcurrentMachineUpdates',
   retryBackoff: 'machineUpdateRetryBackoff',
   preflightTimeout: 'preflightTimeout',
+  drainSkipPodSelector: 'drainSkipPodSelector',
 } as const;
 
 export type MachineUpdatePolicyResult = { ok: true; policy: MachineUpdatePolicy } | { ok: false; message: string };
@@ -62,6 +66,11 @@ export function resolveMachineUpdatePolicy(settings: Readonly<Record<string, str
       `setting ${machineUpdateSettings.maxConcurrentMachineUpdates}=${JSON.stringify(limitText)}: expected a whole number (0 = no limit)`,
     );
   const pdb = duration(machineUpdateSettings.pdbForceDrainTimeout, undefined);
+  const skipText = get(machineUpdateSettings.drainSkipPodSelector);
+  if (skipText !== undefined) {
+    const skip = parseSkipPodSelector(`setting ${machineUpdateSettings.drainSkipPodSelector}`, skipText);
+    if (!skip.ok) problems.push(skip.message);
+  }
   const policy: MachineUpdatePolicy = {
     executor: executor === 'job' ? 'job' : 'delegate',
     drainTimeoutMs: duration(machineUpdateSettings.drainTimeout, 30 * 60_000) ?? 30 * 60_000,
@@ -72,6 +81,7 @@ export function resolveMachineUpdatePolicy(settings: Readonly<Record<string, str
     retryBackoffMs: duration(machineUpdateSettings.retryBackoff, 60_000) ?? 60_000,
     preflightTimeoutMs: duration(machineUpdateSettings.preflightTimeout, 15 * 60_000) ?? 15 * 60_000,
     ...(pdb !== undefined ? { pdbForceDrainTimeoutMs: pdb } : {}),
+    ...(skipText !== undefined ? { drainSkipPodSelector: skipText } : {}),
   };
   return problems.length ? { ok: false, message: problems.join('; ') } : { ok: true, policy };
 }

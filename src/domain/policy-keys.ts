@@ -26,6 +26,7 @@ export const policyKeys = {
   capacityReservation: key('capacityReservation', 'capacity-reservation'),
   capacityReadyTimeout: key('capacityReadyTimeout', 'capacity-ready-timeout'),
   pdbForceDrainTimeout: key('pdbForceDrainTimeout', 'pdb-force-drain-timeout'),
+  drainSkipPodSelector: key('drainSkipPodSelector', 'drain-skip-pod-selector'),
   criticalNamespaces: key('criticalNamespaces', 'critical-namespaces'),
   blockingPdbPolicy: key('blockingPdbPolicy', 'blocking-pdb-policy'),
   healthCheckTimeout: key('healthCheckTimeout', 'health-check-timeout'),

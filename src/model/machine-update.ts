@@ -20,6 +20,8 @@ export interface MachineUpdateInput {
   specHash: string;
   executor: 'delegate' | 'job';
   pdbForceDrainTimeoutMs?: number;
+  /** Label selector of pods the drain leaves alone (setting drainSkipPodSelector; the Cluster annotation wins). */
+  drainSkipPodSelector?: string;
   deleteEmptyDirData: boolean;
   forceDrainUnmanagedPods: boolean;
   drainTimeoutMs: number;

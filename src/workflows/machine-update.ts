@@ -200,6 +200,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
 
     state.enter('Drain', `draining node ${pre.nodeName}`);
     const pdbForceDrainTimeoutMs = pre.pdbForceDrainTimeoutMs ?? input.pdbForceDrainTimeoutMs;
+    // Unset in runs started before it existed: their drain options stay as they were.
+    const skipPodSelector = pre.drainSkipPodSelector ?? input.drainSkipPodSelector;
     // Wall time since the drain began, kept here so restarts and on-call restarts don't reset it.
     const drainStartedAtMs = Date.now();
     const drained = stepEvent('NodeDrained', `node ${pre.nodeName} drained`);
@@ -212,6 +214,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         timeoutMs: input.drainTimeoutMs,
         startedAtMs: drainStartedAtMs,
         ...(pdbForceDrainTimeoutMs !== undefined ? { pdbForceDrainTimeoutMs } : {}),
+        ...(skipPodSelector !== undefined ? { skipPodSelector } : {}),
         ...(forceDrain ? { forceNow: true } : {}),
       };
       try {

@@ -131,4 +131,24 @@ describe('CanUpdateMachine / CanUpdateMachineSet over HTTPS', () => {
     expect(res.body.status).toBe('Failure');
     expect(res.body.message).toContain('inPlaceAllowedPaths');
   });
+
+  it('answers a bad drainSkipPodSelector setting with a Failure naming it, the same every time', async () => {
+    const body = canUpdateMachine({ to: 'v1.33.1', settings: { drainSkipPodSelector: 'tier in (control-plane' } });
+    const [a, b] = [await call('CanUpdateMachine', body), await call('CanUpdateMachine', body)];
+    expect(a.statusCode).toBe(200);
+    expect(a.body).toEqual({
+      apiVersion: HOOKS_API_VERSION,
+      kind: 'CanUpdateMachineResponse',
+      status: 'Failure',
+      message:
+        'setting drainSkipPodSelector="tier in (control-plane": not a usable label selector: ' +
+        'expected a value, "," or ")" in the values of tier, found the end',
+    });
+    expect(b.text).toBe(a.text);
+    const ok = await call(
+      'CanUpdateMachine',
+      canUpdateMachine({ to: 'v1.33.1', settings: { drainSkipPodSelector: 'tier=control-plane' } }),
+    );
+    expect(ok.body.status).toBe('Success');
+  });
 });

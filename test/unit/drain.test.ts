@@ -1,7 +1,13 @@
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import type { V1Pod } from '@kubernetes/client-node';
-import { DRAIN_REASONS, filterPodsForDrain, podKey, summarizeDrain } from '../../src/domain/drain.ts';
+import {
+  DRAIN_REASONS,
+  filterPodsForDrain,
+  parseSkipPodSelector,
+  podKey,
+  summarizeDrain,
+} from '../../src/domain/drain.ts';
 import type { DrainFilterResult, DrainOptions, DrainPod } from '../../src/domain/drain.ts';
 
 interface PodOpts {
@@ -263,5 +269,58 @@ describe('summarizeDrain', () => {
     expect(line).toBe(
       'drain: 1 to evict, 0 skipped, 1 blocking: default/web-0 (PDB a; PDB b); PDBs: default/a, default/b',
     );
+  });
+});
+
+describe('drain skip selector (drainSkipPodSelector)', () => {
+  const selector = (text: string) => {
+    const r = parseSkipPodSelector('setting drainSkipPodSelector', text);
+    if (!r.ok) throw new Error(r.message);
+    return r.selector;
+  };
+  // CAPD's in-memory "static pods": plain kube-system pods with no controller and no mirror annotation.
+  const capdApiServer = pod('kube-apiserver-cp-0', {
+    ns: 'kube-system',
+    owner: null,
+    labels: { component: 'kube-apiserver', tier: 'control-plane' },
+  });
+  const CAPD = 'tier=control-plane,component in (etcd,kube-apiserver,kube-controller-manager,kube-scheduler)';
+
+  it('leaves matching pods alone: neither evicted nor blocking', () => {
+    expect(verdict(capdApiServer, STRICT)).toBe(`block: ${DRAIN_REASONS.noController}`);
+    expect(verdict(capdApiServer, { ...STRICT, skipSelector: selector(CAPD) })).toBe(
+      `skip: ${DRAIN_REASONS.skipSelector}`,
+    );
+    expect(
+      verdict(pod('web', { labels: { tier: 'control-plane', component: 'web' } }), {
+        ...STRICT,
+        skipSelector: selector(CAPD),
+      }),
+    ).toBe('evict');
+  });
+
+  it('an empty selector skips nothing', () => {
+    expect(verdict(capdApiServer, { ...STRICT, skipSelector: selector('') })).toBe(
+      `block: ${DRAIN_REASONS.noController}`,
+    );
+    expect(verdict(pod('web'), { ...LENIENT, skipSelector: selector('  ') })).toBe('evict');
+  });
+
+  it('refuses a bad selector naming where it came from, and one that would skip every unlabelled pod', () => {
+    expect(parseSkipPodSelector('setting drainSkipPodSelector', 'tier in control-plane')).toEqual({
+      ok: false,
+      message:
+        'setting drainSkipPodSelector="tier in control-plane": not a usable label selector: expected "(" after tier in, found "control-plane"',
+    });
+    expect(parseSkipPodSelector('setting drainSkipPodSelector', '!app')).toEqual({
+      ok: false,
+      message:
+        'setting drainSkipPodSelector="!app": a skip selector needs a requirement on a label pods have (=, ==, in, a key, >, <): ' +
+        'one of only !=, notin and !key skips every pod without that label',
+    });
+    expect(parseSkipPodSelector('annotation x', `a=${'b'.repeat(2000)}`)).toEqual({
+      ok: false,
+      message: 'annotation x(2002 characters): not a usable label selector: longer than 1024 characters',
+    });
   });
 });

@@ -9,15 +9,17 @@ import {
   type V1Pod,
   type V1PodDisruptionBudget,
 } from '@kubernetes/client-node';
-import { filterPodsForDrain, type DrainFilterResult, type PdbBlock } from '../../domain/drain.ts';
+import { ApplicationFailure } from '@temporalio/common';
+import { filterPodsForDrain, parseSkipPodSelector, type DrainFilterResult, type PdbBlock } from '../../domain/drain.ts';
+import type { LabelRequirement } from '../../domain/label-selector.ts';
 import { apiClient, isConflict, isNotFound, isTooManyRequests } from '../kube.ts';
-import { isRecord } from '../machine-update-common.ts';
+import { isRecord, MACHINE_UPDATE_FAILURES } from '../machine-update-common.ts';
 import type { DrainOptions } from '../machine-update-types.ts';
 import { selectorMatches } from '../upgrade.ts';
 
 export interface DrainRound {
   verdict: DrainFilterResult<V1Pod>;
-  /** Pods on their way out that the drain waits for (not DaemonSet, mirror or skip-labelled ones). */
+  /** Pods on their way out that the drain waits for (not DaemonSet, mirror, skip-labelled or skip-selected ones). */
   terminating: V1Pod[];
 }
 
@@ -26,6 +28,7 @@ export class NodeDrainer {
   private readonly policy: PolicyV1Api;
   private readonly nodeName: string;
   private readonly options: DrainOptions;
+  private readonly skipSelector: LabelRequirement[];
   private pdbs = new Map<string, V1PodDisruptionBudget[]>();
 
   constructor(kc: KubeConfig, nodeName: string, options: DrainOptions) {
@@ -33,18 +36,27 @@ export class NodeDrainer {
     this.policy = apiClient(kc, PolicyV1Api);
     this.nodeName = nodeName;
     this.options = options;
+    // Checked where it was set (setting: the hook; annotation: preflight); checked again, never trusted.
+    const skip = parseSkipPodSelector('drain skipPodSelector', options.skipPodSelector?.trim() ?? '');
+    if (!skip.ok) throw ApplicationFailure.nonRetryable(skip.message, MACHINE_UPDATE_FAILURES.invalidInput);
+    this.skipSelector = skip.selector;
   }
 
   /** The node's pods sorted with kubectl-drain rules; pods being deleted are waited for unless drains skip them. */
   async survey(): Promise<DrainRound> {
     this.pdbs.clear();
     const pods = (await this.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${this.nodeName}` })).items;
-    const filterOptions = { deleteEmptyDirData: this.options.deleteEmptyDirData, force: this.options.force };
+    const skipSelector = this.skipSelector;
+    const filterOptions = {
+      deleteEmptyDirData: this.options.deleteEmptyDirData,
+      force: this.options.force,
+      skipSelector,
+    };
     const live = pods.filter((p) => !p.metadata?.deletionTimestamp);
     const terminating = pods.filter((p) => {
       if (!p.metadata?.deletionTimestamp) return false;
       const asLive: V1Pod = { ...p, metadata: { ...p.metadata, deletionTimestamp: undefined } };
-      const v = filterPodsForDrain([asLive], { deleteEmptyDirData: true, force: true });
+      const v = filterPodsForDrain([asLive], { deleteEmptyDirData: true, force: true, skipSelector });
       return v.evict.length > 0;
     });
     return { verdict: filterPodsForDrain(live, filterOptions), terminating };

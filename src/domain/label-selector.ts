@@ -1,0 +1,214 @@
+// Kubernetes label selectors in their string form (`a=b,c in (d,e),!f`), parsed
+// and matched as k8s.io/apimachinery/pkg/labels does (Parse, Requirement.Matches):
+// the same operators (=, ==, !=, in, notin, exists, !, >, <), key and value
+// rules, and `in`/`notin` read as values inside a value list. One difference on
+// purpose: an empty selector selects nothing here (apimachinery's selects
+// everything), so an unset or blank policy never changes what a drain does.
+//
+// Pure module: no I/O.
+
+export type SelectorOperator = '=' | '==' | '!=' | 'in' | 'notin' | 'exists' | '!' | '>' | '<';
+
+export interface LabelRequirement {
+  readonly key: string;
+  readonly operator: SelectorOperator;
+  readonly values: readonly string[];
+}
+
+/** Longest selector accepted (characters): a policy value, not a document. */
+export const LABEL_SELECTOR_MAX_LENGTH = 1024;
+
+export type ParsedSelector = { ok: true; requirements: LabelRequirement[] } | { ok: false; message: string };
+
+const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const INTEGER = /^[-+]?[0-9]+$/;
+const SPECIAL = new Set(['=', '!', '(', ')', ',', '>', '<']);
+const WHITESPACE = new Set([' ', '\t', '\r', '\n']);
+
+type Token =
+  | { kind: 'id'; text: string }
+  | { kind: 'op'; text: '=' | '==' | '!=' | '!' | '>' | '<' | '(' | ')' | ',' }
+  | { kind: 'end' };
+
+function tokenize(text: string): Token[] {
+  const tokens: Token[] = [];
+  let i = 0;
+  while (i < text.length) {
+    const ch = text[i] ?? '';
+    if (WHITESPACE.has(ch)) {
+      i++;
+    } else if (SPECIAL.has(ch)) {
+      const two = text.slice(i, i + 2);
+      if (two === '==' || two === '!=') {
+        tokens.push({ kind: 'op', text: two });
+        i += 2;
+      } else {
+        tokens.push({ kind: 'op', text: ch as '=' | '!' | '(' | ')' | ',' | '>' | '<' });
+        i++;
+      }
+    } else {
+      let j = i;
+      while (j < text.length && !SPECIAL.has(text[j] ?? '') && !WHITESPACE.has(text[j] ?? '')) j++;
+      tokens.push({ kind: 'id', text: text.slice(i, j) });
+      i = j;
+    }
+  }
+  tokens.push({ kind: 'end' });
+  return tokens;
+}
+
+function show(t: Token): string {
+  return t.kind === 'end' ? 'the end' : JSON.stringify(t.text);
+}
+
+/** Why `key` is no label key (`[prefix/]name`), or undefined. */
+function keyProblem(key: string): string | undefined {
+  const slash = key.indexOf('/');
+  const prefix = slash >= 0 ? key.slice(0, slash) : undefined;
+  const name = slash >= 0 ? key.slice(slash + 1) : key;
+  if (prefix !== undefined && (prefix.length === 0 || prefix.length > 253 || !DNS_SUBDOMAIN.test(prefix)))
+    return `label key ${JSON.stringify(key)}: the prefix must be a DNS subdomain`;
+  if (name.length === 0 || name.length > 63 || !LABEL_NAME.test(name))
+    return `label key ${JSON.stringify(key)}: the name must be 1-63 characters, alphanumeric at both ends, with - _ . inside`;
+  return undefined;
+}
+
+function valueProblem(key: string, value: string): string | undefined {
+  if (value === '' || (value.length <= 63 && LABEL_NAME.test(value))) return undefined;
+  return `label value ${JSON.stringify(value)} of ${key}: at most 63 characters, alphanumeric at both ends, with - _ . inside`;
+}
+
+/**
+ * Parses a label selector. Blank text is `{ ok: true, requirements: [] }`, which
+ * {@link selectorMatches} reads as "selects nothing". Messages are deterministic.
+ */
+export function parseLabelSelector(text: string): ParsedSelector {
+  if (text.length > LABEL_SELECTOR_MAX_LENGTH)
+    return { ok: false, message: `longer than ${LABEL_SELECTOR_MAX_LENGTH} characters` };
+  const tokens = tokenize(text);
+  let pos = 0;
+  const peek = (): Token => tokens[pos] ?? { kind: 'end' };
+  const next = (): Token => tokens[pos++] ?? { kind: 'end' };
+  const requirements: LabelRequirement[] = [];
+  const fail = (message: string): ParsedSelector => ({ ok: false, message });
+
+  if (peek().kind === 'end') return { ok: true, requirements };
+  for (;;) {
+    let t = next();
+    let negated = false;
+    if (t.kind === 'op' && t.text === '!') {
+      negated = true;
+      t = next();
+    }
+    if (t.kind !== 'id') return fail(`expected a label key, found ${show(t)}`);
+    const key = t.text;
+    const bad = keyProblem(key);
+    if (bad) return fail(bad);
+    const after = peek();
+    let operator: SelectorOperator;
+    let values: string[] = [];
+    if (negated || after.kind === 'end' || (after.kind === 'op' && after.text === ',')) {
+      if (negated && !(after.kind === 'end' || (after.kind === 'op' && after.text === ',')))
+        return fail(`expected "," or the end after !${key}, found ${show(after)}`);
+      operator = negated ? '!' : 'exists';
+    } else {
+      const op = next();
+      if (op.kind === 'id' && (op.text === 'in' || op.text === 'notin')) {
+        operator = op.text;
+        const open = next();
+        if (!(open.kind === 'op' && open.text === '('))
+          return fail(`expected "(" after ${key} ${operator}, found ${show(open)}`);
+        // A value list: identifiers and commas up to ")"; empty entries are the empty value.
+        const set = new Set<string>();
+        let expectValue = true;
+        for (;;) {
+          const v = next();
+          if (v.kind === 'op' && v.text === ')') {
+            if (expectValue) set.add('');
+            break;
+          }
+          if (v.kind === 'op' && v.text === ',') {
+            if (expectValue) set.add('');
+            expectValue = true;
+            continue;
+          }
+          if (v.kind === 'id' && expectValue) {
+            set.add(v.text);
+            expectValue = false;
+            continue;
+          }
+          return fail(`expected a value, "," or ")" in the values of ${key}, found ${show(v)}`);
+        }
+        values = [...set].sort();
+      } else if (op.kind === 'op' && ['=', '==', '!=', '>', '<'].includes(op.text)) {
+        operator = op.text as '=' | '==' | '!=' | '>' | '<';
+        const v = peek();
+        if (v.kind === 'id') {
+          next();
+          values = [v.text];
+        } else if (v.kind === 'end' || (v.kind === 'op' && v.text === ',')) {
+          values = [''];
+        } else {
+          return fail(`expected a value after ${key}${operator}, found ${show(v)}`);
+        }
+        if ((operator === '>' || operator === '<') && !INTEGER.test(values[0] ?? ''))
+          return fail(`${key}${operator}${values[0] ?? ''}: the value must be an integer`);
+      } else {
+        return fail(`expected an operator (=, ==, !=, in, notin, >, <) after ${key}, found ${show(op)}`);
+      }
+    }
+    for (const v of values) {
+      const problem = valueProblem(key, v);
+      if (problem) return fail(problem);
+    }
+    requirements.push({ key, operator, values });
+    const sep = next();
+    if (sep.kind === 'end') return { ok: true, requirements };
+    if (!(sep.kind === 'op' && sep.text === ','))
+      return fail(`expected "," or the end after the requirement on ${key}, found ${show(sep)}`);
+    if (peek().kind === 'end') return fail('expected a requirement after ","');
+  }
+}
+
+function requirementMatches(r: LabelRequirement, labels: Readonly<Record<string, string>>): boolean {
+  const has = Object.hasOwn(labels, r.key);
+  const value = has ? labels[r.key] : undefined;
+  switch (r.operator) {
+    case '=':
+    case '==':
+    case 'in':
+      return has && r.values.includes(value ?? '');
+    case '!=':
+    case 'notin':
+      return !has || !r.values.includes(value ?? '');
+    case 'exists':
+      return has;
+    case '!':
+      return !has;
+    case '>':
+    case '<': {
+      if (!has || !INTEGER.test(value ?? '')) return false;
+      const [a, b] = [BigInt(value ?? '0'), BigInt(r.values[0] ?? '0')];
+      return r.operator === '>' ? a > b : a < b;
+    }
+  }
+}
+
+/** Whether the labels satisfy every requirement; an empty selector selects nothing. */
+export function selectorMatches(
+  requirements: readonly LabelRequirement[],
+  labels: Readonly<Record<string, string>> | undefined,
+): boolean {
+  if (requirements.length === 0) return false;
+  return requirements.every((r) => requirementMatches(r, labels ?? {}));
+}
+
+/**
+ * A selector made only of `!=`, `notin` and `!key` selects every pod that lacks a label, so nearly
+ * all of them: as a skip selector that would quietly turn the drain off. The operators that need
+ * the label present.
+ */
+export function namesAPresentLabel(requirements: readonly LabelRequirement[]): boolean {
+  return requirements.some((r) => !['!=', 'notin', '!'].includes(r.operator));
+}
