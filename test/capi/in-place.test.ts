@@ -36,6 +36,22 @@ const FROM = 'v1.33.0';
 const TARGET = 'v1.35.0';
 const INTERMEDIATE = /^v1\.34\.\d+$/;
 const WORKERS_EVERY_MINOR = { 'upgrades.capi-orchestrator.io/workers-upgrade-strategy': 'every-minor' };
+const NEXT = 'v1.34.0';
+/**
+ * The workers' MachineHealthCheck (ClusterClass healthCheck): a Node marked InPlaceUpdateFailed
+ * by the extension is remediated at once; a Node NotReady for more than 2 s too, so a kubelet
+ * restart during an update would be remediated unless the update holds
+ * cluster.x-k8s.io/skip-remediation on its Machine meanwhile.
+ */
+const WORKER_HEALTH_CHECK = {
+  checks: {
+    unhealthyNodeConditions: [
+      { type: 'InPlaceUpdateFailed', status: 'True', timeoutSeconds: 0 },
+      { type: 'Ready', status: 'False', timeoutSeconds: 2 },
+      { type: 'Ready', status: 'Unknown', timeoutSeconds: 2 },
+    ],
+  },
+};
 const SUCCEEDED_EVENTS = ['MachineUpdateStarted', 'NodeDrained', 'NodeUpgraded', 'MachineUpdateSucceeded'];
 
 const capi = new CapiTierClient();
@@ -219,5 +235,141 @@ describe('real Cluster API updates Machines in place through a management-cluste
       expect(await machines(capi, namespace)).toHaveLength(5);
     },
     30 * MINUTE,
+  );
+
+  it.concurrent(
+    "one worker's update fails: InPlaceUpdateFailed, a MachineHealthCheck replaces that Machine and the MachineDeployment converges; the others are not remediated while their kubelets restart",
+    async () => {
+      const namespace = await inPlaceNamespace(capi, 'in-place-mhc');
+      await patchClass(capi, namespace, [
+        { op: 'replace', path: '/spec/workers/machineDeployments/0/healthCheck', value: WORKER_HEALTH_CHECK },
+      ]);
+      const before = await createInPlaceCluster(capi, {
+        namespace,
+        name: 'c6',
+        version: FROM,
+        controlPlaneReplicas: 1,
+        workerReplicas: 3,
+      });
+      const workers = before.filter((m) => m.role === 'worker');
+      const failing = workers[0]!;
+      upgrader.failMachine(`${namespace}/${failing.name}`, 'ImagePullFailed', 'kubelet image not found in the mirror');
+
+      const started = Date.now();
+      const watched = new UpdatingMessages(capi, namespace).start();
+      await changeFiles(namespace, { controlPlane: false, workers: true });
+      // CAPI shows the failure on the Machine; we recorded why.
+      const failedRun = await eventually(
+        `the update of ${failing.name} failed`,
+        async () => (await machineUpdates(capi, namespace)).find((r) => r.machine === failing.name),
+        (r) => r?.memo?.phase === 'Failed',
+        8 * MINUTE,
+      );
+      expect(failedRun?.memo).toMatchObject({ phase: 'Failed', step: 'UpgradeNode' });
+      expect(failedRun?.memo?.reason).toContain('ImagePullFailed: kubelet image not found in the mirror');
+      const done = await waitRolledOut(capi, namespace, { version: FROM, controlPlane: 1, workers: 3 }, 12 * MINUTE);
+      watched.stop();
+      console.log(`[capi in-place] (c) failed worker remediated, MachineDeployment converged: ${seconds(started)} s`);
+
+      expect(watched.of(failing.name)).toContain(
+        'InPlaceUpdateFailed: UpdateMachine hook failed: please check controller logs for errors',
+      );
+      const answers = capi
+        .hookCalls(namespace)
+        .filter((c) => c.hook === 'UpdateMachine' && c.subject === `${namespace}/${failing.name}`);
+      expect(answers.some((c) => c.status === 'Failure' && c.message?.includes('ImagePullFailed'))).toBe(true);
+      // The MachineHealthCheck replaced the failed Machine (a new one, made from the new template) ...
+      expect(watched.unhealthy).toContain(failing.name);
+      const after = done.machines.filter((m) => m.role === 'worker');
+      expect(after.map((m) => m.name)).not.toContain(failing.name);
+      // ... and the other two were updated in place, kubelets restarted, never remediated.
+      const others = workers.slice(1);
+      for (const m of others) {
+        expect(after.find((a) => a.name === m.name)?.uid).toBe(m.uid);
+        expect(watched.unhealthy.has(m.name)).toBe(false);
+        expect(
+          upgrader.records.filter((r) => r.machine === `${namespace}/${m.name}` && r.outcome === 'Succeeded'),
+        ).toEqual([expect.objectContaining({ restartedAt: expect.any(Number) })]);
+      }
+      const events = await machineEvents(capi, namespace);
+      expect(events.get(failing.name)).toEqual(expect.arrayContaining(['MachineUpdateStarted', 'MachineUpdateFailed']));
+    },
+    25 * MINUTE,
+  );
+
+  it.concurrent(
+    'an abort of a control-plane upgrade done in place holds CAPI before the workers; resume finishes it in place',
+    async () => {
+      const namespace = await inPlaceNamespace(capi, 'in-place-abort');
+      const before = await createInPlaceCluster(capi, {
+        namespace,
+        name: 'c7',
+        version: FROM,
+        controlPlaneReplicas: 3,
+        workerReplicas: 1,
+      });
+      const cluster = await capi.get('cluster', namespace, 'c7');
+      const workflowId = `cluster-upgrade/${namespace}/c7/${cluster!.metadata.uid}`;
+      const started = Date.now();
+      await capi.setVersion(namespace, 'c7', NEXT);
+      // Mid-way: KCP updated one control-plane Machine in place, the others still wait.
+      await eventually(
+        'one control-plane Machine updated in place, another not yet',
+        () => machines(capi, namespace),
+        (ms) => {
+          const cp = ms.filter((m) => m.role === 'control-plane');
+          return cp.some((m) => m.kubelet === NEXT) && cp.some((m) => m.kubelet !== NEXT);
+        },
+        8 * MINUTE,
+        1_000,
+      );
+      const reason = 'capi tier: hold the control plane';
+      await capi.temporalCli([
+        'workflow',
+        'signal',
+        '--workflow-id',
+        workflowId,
+        '--name',
+        'abort',
+        '--input',
+        JSON.stringify({ reason }),
+      ]);
+      const aborted = `upgrade to ${NEXT} aborted: ${reason}; signal "resume" to continue`;
+      const topology = await eventually(
+        'TopologyReconciled naming the abort',
+        () => capi.condition(namespace, 'c7', 'TopologyReconciled'),
+        (c) => c?.message?.includes(aborted) === true,
+        8 * MINUTE,
+      );
+      expect(topology?.status).toBe('False');
+      const refusedAfter = (n: number) =>
+        capi.hookCalls(namespace).filter((c) => c.status === 'Failure' && c.message === aborted).length >= n;
+      await eventually('CAPI asking again after the abort', async () => refusedAfter(3), Boolean, 3 * MINUTE);
+      // Held: the workers were not started (the control plane's in-place updates are KCP's, not the upgrade's).
+      const held = await machines(capi, namespace);
+      expect(held.filter((m) => m.role === 'worker').map((m) => m.version)).toEqual([FROM]);
+      expect(capi.hookCalls(namespace).filter((c) => c.hook === 'BeforeWorkersUpgrade')).toEqual([]);
+      const status = (): Promise<ClusterUpgradeStatus> =>
+        capi.temporal().then((c) => c.workflow.getHandle(workflowId).query(clusterUpgradeStatusQuery));
+      expect((await status()).phase).toBe('Aborted');
+
+      await capi.temporalCli(['workflow', 'signal', '--workflow-id', workflowId, '--name', 'resume']);
+      const done = await waitRolledOut(capi, namespace, { version: NEXT, controlPlane: 3, workers: 1 }, 10 * MINUTE);
+      await eventually(
+        'TopologyReconciled after resume',
+        () => capi.condition(namespace, 'c7', 'TopologyReconciled'),
+        (c) => c?.status === 'True',
+        3 * MINUTE,
+      );
+      console.log(`[capi in-place] (d) control-plane upgrade aborted, held, resumed, in place: ${seconds(started)} s`);
+      expect(uids(done.machines)).toEqual(uids(before));
+      expect((await status()).phase).toBe('Upgraded');
+      await expectUpdatesSucceeded(
+        namespace,
+        before.map((m) => m.name),
+        NEXT,
+      );
+    },
+    25 * MINUTE,
   );
 });

@@ -21,6 +21,7 @@ export interface MachineView {
   node?: string;
   upToDate?: Condition;
   updating?: Condition;
+  healthCheck?: Condition;
   deleting: boolean;
   annotations: Record<string, string>;
 }
@@ -37,6 +38,7 @@ export function machineView(m: KubeObject): MachineView {
   const status = m.status as { nodeRef?: { name: string }; nodeInfo?: { kubeletVersion?: string } } | undefined;
   const upToDate = condition(m, 'UpToDate');
   const updating = condition(m, 'Updating');
+  const healthCheck = condition(m, 'HealthCheckSucceeded');
   return {
     name: m.metadata.name,
     uid: m.metadata.uid,
@@ -46,6 +48,7 @@ export function machineView(m: KubeObject): MachineView {
     ...(status?.nodeRef?.name ? { node: status.nodeRef.name } : {}),
     ...(upToDate ? { upToDate } : {}),
     ...(updating ? { updating } : {}),
+    ...(healthCheck ? { healthCheck } : {}),
     deleting: m.metadata.deletionTimestamp !== undefined,
     annotations: m.metadata.annotations ?? {},
   };
@@ -155,9 +158,13 @@ export async function waitRolledOut(
   );
 }
 
-/** Every distinct Updating message CAPI showed on a Machine while polled: what an operator saw. */
+/**
+ * Every distinct Updating message CAPI showed on a Machine while polled (what an operator saw),
+ * and the Machines a MachineHealthCheck found unhealthy (HealthCheckSucceeded=False).
+ */
 export class UpdatingMessages {
   readonly seen = new Map<string, Set<string>>();
+  readonly unhealthy = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private readonly capi: CapiTierClient;
   private readonly namespace: string;
@@ -170,6 +177,7 @@ export class UpdatingMessages {
   start(): this {
     const poll = async () => {
       for (const m of await machines(this.capi, this.namespace).catch(() => [])) {
+        if (m.healthCheck?.status === 'False') this.unhealthy.add(m.name);
         if (m.updating?.status !== 'True') continue;
         const set = this.seen.get(m.name) ?? new Set<string>();
         set.add(`${m.updating.reason}: ${m.updating.message ?? ''}`);

@@ -109,7 +109,7 @@ export class StandInUpgrader {
     this.management.loadFromFile(opts.managementKubeconfig);
   }
 
-  /** The next request for this Machine (`namespace/name`) fails with `reason: message`. */
+  /** Every request for this Machine (`namespace/name`) fails with `reason: message`, retries too. */
   failMachine(machine: string, reason: string, message: string): void {
     this.failures.set(machine, { reason, message });
   }
@@ -234,7 +234,6 @@ export class StandInUpgrader {
       return record('Deleted');
     const failure = this.failures.get(machine);
     if (failure) {
-      this.failures.delete(machine);
       const ok = await this.setStatus(request, {
         phase: 'Failed',
         failureReason: failure.reason,

@@ -9,7 +9,7 @@
 // In-place updates go through the `management` executor (docs/node-upgrade-request.md):
 // the NodeUpgradeRequest CRD is installed into the management cluster as config/default
 // does, and the tests start a stand-in upgrader (capi-node-upgrader.ts) for CAPD's
-// in-memory machines; the drain leaves CAPD's fake static pods alone (`tier=control-plane`).
+// in-memory machines; the drain leaves CAPD's fake static pods alone (drainSkipPodSelector).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -25,7 +25,10 @@ export const UPGRADER_NAMESPACE = 'capi-upgrade-orchestrator-system';
  * CAPD's in-memory control-plane "static pods" are plain pods (no mirror annotation), so
  * the drain skips them by label as a platform team would for such pods.
  */
-export const EXTENSION_SETTINGS = ['nodeUpgradeExecutor=management', 'drainSkipPodSelector=tier=control-plane'];
+export const EXTENSION_SETTINGS = [
+  'nodeUpgradeExecutor=management',
+  'drainSkipPodSelector=tier=control-plane,component in (etcd,kube-apiserver,kube-controller-manager,kube-scheduler)',
+];
 
 export interface CapiTierEnv {
   /** scripts/capi.sh's capi.json: management kubeconfig, kubectl, managers. */
