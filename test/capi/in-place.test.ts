@@ -17,6 +17,7 @@ import { clusterUpgradeStatusQuery } from '../../src/workflows/messages.ts';
 import { CapiTierClient, eventually, type HookCallLog } from '../support/capi-cluster.ts';
 import {
   createInPlaceCluster,
+  generations,
   inPlaceNamespace,
   machineEvents,
   machines,
@@ -64,7 +65,9 @@ beforeAll(async () => await upgrader.start());
 afterAll(async () => {
   await upgrader.stop();
   await capi.close();
-});
+  // Every request the stand-in took was served without an API error.
+  expect(upgrader.errors).toEqual([]);
+}, MINUTE);
 
 /** Switches the class to templates that differ only by a KubeadmConfig file. */
 async function changeFiles(namespace: string, which: { controlPlane: boolean; workers: boolean }) {
@@ -86,14 +89,25 @@ async function changeFiles(namespace: string, which: { controlPlane: boolean; wo
 
 const uids = (ms: MachineView[]) => ms.map((m) => `${m.name}/${m.uid}`).sort();
 
-/** Lifecycle hooks and UpdateMachine (by role and version) in the order CAPI called them, repeats collapsed. */
+/**
+ * The order CAPI moved in: each lifecycle hook where it passed (Success, no retry), each
+ * Machine's first UpdateMachine call for a version (by role), repeats in a row collapsed.
+ * (KCP reports a version once the kubelets run it, so AfterControlPlaneUpgrade may be called
+ * while the last Machine's update still finishes: first calls say when each update began.)
+ */
 function interleaved(calls: HookCallLog[], roles: Map<string, string>): string[] {
   const order: string[] = [];
+  const begun = new Set<string>();
   for (const c of calls) {
     let step: string | undefined;
-    if (upgradeHooks.includes(c.hook as (typeof upgradeHooks)[number])) step = `${c.hook} ${c.version}`;
-    else if (c.hook === 'UpdateMachine')
-      step = `UpdateMachine ${roles.get(c.subject.split('/')[1] ?? '')} ${updateMachineVersion(c.message)}`;
+    if (upgradeHooks.includes(c.hook as (typeof upgradeHooks)[number])) {
+      if (c.status === 'Success' && (c.retryAfterSeconds ?? 0) === 0) step = `${c.hook} ${c.version}`;
+    } else if (c.hook === 'UpdateMachine') {
+      const version = updateMachineVersion(c.message);
+      const key = `${c.subject} ${version}`;
+      if (!begun.has(key)) step = `UpdateMachine ${roles.get(c.subject.split('/')[1] ?? '')} ${version}`;
+      begun.add(key);
+    }
     if (step && order.at(-1) !== step) order.push(step);
   }
   return order;
@@ -143,11 +157,12 @@ describe('real Cluster API updates Machines in place through a management-cluste
       // (a) Only files change: CAPI asks us, then updates every Machine in place.
       let started = Date.now();
       const watched = new UpdatingMessages(capi, namespace).start();
+      let after = await generations(capi, namespace);
       await changeFiles(namespace, { controlPlane: true, workers: true });
       const filesDone = await waitRolledOut(
         capi,
         namespace,
-        { version: FROM, controlPlane: 3, workers: 2 },
+        { version: FROM, controlPlane: 3, workers: 2, after },
         10 * MINUTE,
       );
       watched.stop();
@@ -182,11 +197,12 @@ describe('real Cluster API updates Machines in place through a management-cluste
       // (b) A chained upgrade, with workers following the control plane minor by minor.
       started = Date.now();
       const mark = calls.length;
+      after = await generations(capi, namespace);
       await capi.setVersion(namespace, 'c5', TARGET);
       const upgraded = await waitRolledOut(
         capi,
         namespace,
-        { version: TARGET, controlPlane: 3, workers: 2 },
+        { version: TARGET, controlPlane: 3, workers: 2, after },
         15 * MINUTE,
       );
       await eventually(
@@ -240,7 +256,7 @@ describe('real Cluster API updates Machines in place through a management-cluste
   it.concurrent(
     "one worker's update fails: InPlaceUpdateFailed, a MachineHealthCheck replaces that Machine and the MachineDeployment converges; the others are not remediated while their kubelets restart",
     async () => {
-      const namespace = await inPlaceNamespace(capi, 'in-place-mhc');
+      const namespace = await inPlaceNamespace(capi, 'in-place-mhc', { controlPlaneInPlace: false });
       await patchClass(capi, namespace, [
         { op: 'replace', path: '/spec/workers/machineDeployments/0/healthCheck', value: WORKER_HEALTH_CHECK },
       ]);
@@ -257,6 +273,7 @@ describe('real Cluster API updates Machines in place through a management-cluste
 
       const started = Date.now();
       const watched = new UpdatingMessages(capi, namespace).start();
+      const after = await generations(capi, namespace);
       await changeFiles(namespace, { controlPlane: false, workers: true });
       // CAPI shows the failure on the Machine; we recorded why.
       const failedRun = await eventually(
@@ -267,7 +284,12 @@ describe('real Cluster API updates Machines in place through a management-cluste
       );
       expect(failedRun?.memo).toMatchObject({ phase: 'Failed', step: 'UpgradeNode' });
       expect(failedRun?.memo?.reason).toContain('ImagePullFailed: kubelet image not found in the mirror');
-      const done = await waitRolledOut(capi, namespace, { version: FROM, controlPlane: 1, workers: 3 }, 12 * MINUTE);
+      const done = await waitRolledOut(
+        capi,
+        namespace,
+        { version: FROM, controlPlane: 1, workers: 3, after: { md: after.md } },
+        12 * MINUTE,
+      );
       watched.stop();
       console.log(`[capi in-place] (c) failed worker remediated, MachineDeployment converged: ${seconds(started)} s`);
 
@@ -280,12 +302,12 @@ describe('real Cluster API updates Machines in place through a management-cluste
       expect(answers.some((c) => c.status === 'Failure' && c.message?.includes('ImagePullFailed'))).toBe(true);
       // The MachineHealthCheck replaced the failed Machine (a new one, made from the new template) ...
       expect(watched.unhealthy).toContain(failing.name);
-      const after = done.machines.filter((m) => m.role === 'worker');
-      expect(after.map((m) => m.name)).not.toContain(failing.name);
+      const workersAfter = done.machines.filter((m) => m.role === 'worker');
+      expect(workersAfter.map((m) => m.name)).not.toContain(failing.name);
       // ... and the other two were updated in place, kubelets restarted, never remediated.
       const others = workers.slice(1);
       for (const m of others) {
-        expect(after.find((a) => a.name === m.name)?.uid).toBe(m.uid);
+        expect(workersAfter.find((a) => a.name === m.name)?.uid).toBe(m.uid);
         expect(watched.unhealthy.has(m.name)).toBe(false);
         expect(
           upgrader.records.filter((r) => r.machine === `${namespace}/${m.name}` && r.outcome === 'Succeeded'),
@@ -311,6 +333,7 @@ describe('real Cluster API updates Machines in place through a management-cluste
       const cluster = await capi.get('cluster', namespace, 'c7');
       const workflowId = `cluster-upgrade/${namespace}/c7/${cluster!.metadata.uid}`;
       const started = Date.now();
+      const after = await generations(capi, namespace);
       await capi.setVersion(namespace, 'c7', NEXT);
       // Mid-way: KCP updated one control-plane Machine in place, the others still wait.
       await eventually(
@@ -354,7 +377,12 @@ describe('real Cluster API updates Machines in place through a management-cluste
       expect((await status()).phase).toBe('Aborted');
 
       await capi.temporalCli(['workflow', 'signal', '--workflow-id', workflowId, '--name', 'resume']);
-      const done = await waitRolledOut(capi, namespace, { version: NEXT, controlPlane: 3, workers: 1 }, 10 * MINUTE);
+      const done = await waitRolledOut(
+        capi,
+        namespace,
+        { version: NEXT, controlPlane: 3, workers: 1, after },
+        10 * MINUTE,
+      );
       await eventually(
         'TopologyReconciled after resume',
         () => capi.condition(namespace, 'c7', 'TopologyReconciled'),

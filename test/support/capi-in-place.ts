@@ -58,13 +58,21 @@ export async function machines(capi: CapiTierClient, namespace: string): Promise
   return (await capi.list(MACHINES, namespace)).map(machineView).sort((a, b) => a.name.localeCompare(b.name));
 }
 
-/** A namespace with the in-memory ClusterClass whose control plane is ready for in-place updates (maxSurge 0). */
-export async function inPlaceNamespace(capi: CapiTierClient, prefix: string): Promise<string> {
+/**
+ * A namespace with the in-memory ClusterClass and the in-place templates; unless told otherwise
+ * its control plane is ready for in-place updates (maxSurge 0, which KCP allows from 3 replicas).
+ */
+export async function inPlaceNamespace(
+  capi: CapiTierClient,
+  prefix: string,
+  opts: { controlPlaneInPlace: boolean } = { controlPlaneInPlace: true },
+): Promise<string> {
   const namespace = await capi.newNamespace(prefix);
   await capi.applyManifest(namespace, 'in-place-templates.yaml');
-  await patchClass(capi, namespace, [
-    { op: 'replace', path: '/spec/controlPlane/templateRef/name', value: 'in-memory-control-plane-max-surge-0' },
-  ]);
+  if (opts.controlPlaneInPlace)
+    await patchClass(capi, namespace, [
+      { op: 'replace', path: '/spec/controlPlane/templateRef/name', value: 'in-memory-control-plane-max-surge-0' },
+    ]);
   return namespace;
 }
 
@@ -123,11 +131,27 @@ export async function createInPlaceCluster(
   );
 }
 
-/** Done from CAPI's side: every Machine at `version` on its kubelet, UpToDate, not updating; KCP and MD rolled out. */
+/** KCP's and the MachineDeployment's metadata.generation: a change CAPI has to roll out raises them. */
+export async function generations(capi: CapiTierClient, namespace: string): Promise<{ kcp: number; md: number }> {
+  const [[kcp], [md]] = await Promise.all([capi.list(KCPS, namespace), capi.list(MACHINE_DEPLOYMENTS, namespace)]);
+  return { kcp: kcp?.metadata.generation ?? 0, md: md?.metadata.generation ?? 0 };
+}
+
+/** The controller has seen the object's spec newer than `after` (a generation) and reports on it. */
+function observedAfter(o: KubeObject, after: number | undefined): boolean {
+  const generation = o.metadata.generation ?? 0;
+  return (after === undefined || generation > after) && o.status?.observedGeneration === generation;
+}
+
+/**
+ * Done from CAPI's side: KCP and the MachineDeployment saw the change (generation above
+ * `after`), every Machine is at `version` on its kubelet, UpToDate and not updating, and
+ * both report every replica up to date and no rollout.
+ */
 export async function waitRolledOut(
   capi: CapiTierClient,
   namespace: string,
-  expect: { version: string; controlPlane: number; workers: number },
+  expect: { version: string; controlPlane: number; workers: number; after: { kcp?: number; md?: number } },
   timeoutMs: number,
 ): Promise<{ machines: MachineView[]; kcp: KubeObject; md: KubeObject }> {
   return await eventually(
@@ -141,6 +165,8 @@ export async function waitRolledOut(
       return { machines: ms, kcp: kcp!, md: md! };
     },
     ({ machines: ms, kcp, md }) =>
+      observedAfter(kcp, expect.after.kcp) &&
+      observedAfter(md, expect.after.md) &&
       ms.length === expect.controlPlane + expect.workers &&
       ms.every(
         (m) =>
@@ -166,6 +192,7 @@ export class UpdatingMessages {
   readonly seen = new Map<string, Set<string>>();
   readonly unhealthy = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
   private readonly capi: CapiTierClient;
   private readonly namespace: string;
 
@@ -183,13 +210,14 @@ export class UpdatingMessages {
         set.add(`${m.updating.reason}: ${m.updating.message ?? ''}`);
         this.seen.set(m.name, set);
       }
-      this.timer = setTimeout(() => void poll(), 1_000);
+      if (!this.stopped) this.timer = setTimeout(() => void poll(), 1_000);
     };
     void poll();
     return this;
   }
 
   stop(): void {
+    this.stopped = true;
     clearTimeout(this.timer);
   }
 

@@ -16,7 +16,7 @@
 // Node once and never rewrites it (test/infrastructure/docker/internal/controllers/
 // backends/inmemory/inmemorymachine_backend.go, reconcileNormalNode): so the Node is
 // patched whole, conditions list included. Started and stopped by the tests; stop()
-// leaves nothing running and deletes its Lease.
+// deletes its Lease and leaves nothing running.
 import {
   CoordinationV1Api,
   CoreV1Api,
@@ -130,17 +130,22 @@ export class StandInUpgrader {
     loop();
   }
 
-  /** Stops polling and renewing, waits for requests in flight, deletes the Lease. */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
+  /**
+   * Withdraws the Lease first (CanUpdate* then claims nothing more in place), keeps serving
+   * for `graceMs` the requests of updates CAPI decided just before (other test files' clusters
+   * share this upgrader's kind), then stops polling and waits for the requests in flight.
+   */
+  async stop(graceMs = 20_000): Promise<void> {
     clearInterval(this.leaseTimer);
-    await this.ticking;
-    await Promise.allSettled(this.inFlight.values());
     await this.management
       .makeApiClient(CoordinationV1Api)
       .deleteNamespacedLease({ name: this.leaseName, namespace: this.opts.namespace })
       .catch(() => undefined);
+    await new Promise((r) => setTimeout(r, graceMs));
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.ticking;
+    await Promise.allSettled(this.inFlight.values());
   }
 
   private note(line: string): void {

@@ -175,6 +175,19 @@ export async function startCapiTier(dir: string, testbedJson: string): Promise<C
       '-f',
       join(ROOT, 'config/crd/nodeupgraderequests.yaml'),
     ]);
+    // One process plays the api and the worker (src/local/dev.ts) as the worker's ServiceAccount:
+    // it also needs the api's Role on the upgraders' Leases (config/rbac/api-role.yaml).
+    await run(state.kubectl, [
+      '--kubeconfig',
+      state.managementKubeconfig,
+      'create',
+      'rolebinding',
+      '-n',
+      UPGRADER_NAMESPACE,
+      'capi-tier-worker-reads-node-upgraders',
+      '--role=capi-upgrade-orchestrator-api-node-upgraders',
+      `--serviceaccount=${UPGRADER_NAMESPACE}:capi-upgrade-orchestrator-worker`,
+    ]);
     await script(
       [
         CAPI_SCRIPT,
