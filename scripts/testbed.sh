@@ -6,7 +6,7 @@
 #   scripts/testbed.sh down <statedir>   delete them (safe to repeat, and after a partial up)
 #
 #   management cluster  capi-uo-mgmt-<suffix>: etcd, kube-apiserver,
-#                       kube-controller-manager; Cluster API CRDs installed; Secret
+#                       kube-controller-manager; Cluster API and NodeUpgradeRequest CRDs installed; Secret
 #                       <clusterName>-kubeconfig (key "value") for the workload cluster
 #   workload cluster    capi-uo-wl-<suffix>: + kube-scheduler and the kwok controller,
 #                       which manages every Node (no annotation needed) and its pods
@@ -242,7 +242,9 @@ EOF
   check_loopback
 
   t=$(date +%s)
-  "${km[@]}" apply --server-side --force-conflicts -f "$CAPI_CRDS_DIR" -f "$DEPLOY_CRDS_DIR" >/dev/null
+  # (and our NodeUpgradeRequest CRD, as config/default installs it for the management executor)
+  "${km[@]}" apply --server-side --force-conflicts -f "$CAPI_CRDS_DIR" -f "$DEPLOY_CRDS_DIR" \
+    -f "$ROOT/config/crd/nodeupgraderequests.yaml" >/dev/null
   "${km[@]}" wait --for condition=Established --timeout 60s crd --all >/dev/null
   log "Cluster API $CAPI_VERSION, cert-manager and ServiceMonitor CRDs established in $(( $(date +%s) - t ))s"
 

@@ -8,6 +8,7 @@ import {
   parseBinaryVolume,
   type BinaryVolume,
 } from './domain/node-binaries.ts';
+import { DEFAULT_NODE_UPGRADER_NAMESPACE } from './api/node-upgraders.ts';
 import type { TemporalConnectionSettings, TemporalTlsSettings } from './temporal-connection.ts';
 import {
   defaultHandlerName,
@@ -102,6 +103,8 @@ export interface AppConfig {
    * against the management cluster first (src/api/request-checks.ts). Off only for a stack without one.
    */
   requestChecks: boolean;
+  /** NODE_UPGRADER_NAMESPACE: where management-executor node upgraders renew their Leases (api). */
+  nodeUpgraderNamespace: string;
 }
 
 /** The `job` executor's supply chain: NODE_UPGRADE_* (docs/node-upgrade-job.md). */
@@ -369,6 +372,13 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     return { notificationWebhookUrl: raw };
   }
 
+  function nodeUpgraderNamespace(): string {
+    const raw = str('NODE_UPGRADER_NAMESPACE', DEFAULT_NODE_UPGRADER_NAMESPACE);
+    if (!DNS1123_LABEL.test(raw) || raw.length > 63)
+      problems.push(`NODE_UPGRADER_NAMESPACE=${JSON.stringify(raw)}: not a namespace name`);
+    return raw;
+  }
+
   function requestChecks(): boolean {
     const raw = str('HOOK_REQUEST_CHECKS', 'on');
     if (raw === 'on' || raw === 'off') return raw === 'on';
@@ -423,6 +433,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     ...notificationWebhook(),
     worker,
     requestChecks: requestChecks(),
+    nodeUpgraderNamespace: nodeUpgraderNamespace(),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

@@ -5,7 +5,9 @@ import { BackgroundRecorder } from './api/background-recorder.ts';
 import { createClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
 import { HookRegistry } from './api/registry.ts';
 import { createInPlaceHandlers } from './api/machine-updates.ts';
-import { createNodeAgentCheck, type NodeAgentCheck } from './api/node-agents.ts';
+import { createNodeAgentCheck } from './api/node-agents.ts';
+import { createNodeUpgraderCheck } from './api/node-upgraders.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
 import {
   createRequestChecks,
   managementObjects,
@@ -113,7 +115,10 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
     ? createClusterUpgradeHandlers({ client, taskQueue: config.temporal.taskQueue, checks, recorder, log })
     : undefined;
   if (lifecycle) {
-    const nodeAgents = nodeAgentCheck(log);
+    const management = managementAccess(log);
+    const nodeAgents = management && createNodeAgentCheck({ management, namespace: DEFAULT_WORKLOAD_NAMESPACE });
+    const nodeUpgraders =
+      management && createNodeUpgraderCheck({ management, namespace: config.nodeUpgraderNamespace });
     hookServer = await startHookServer({
       server: config.server,
       logLevel: config.logLevel,
@@ -126,6 +131,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
           taskQueue: config.temporal.taskQueue,
           checks,
           ...(nodeAgents ? { nodeAgents } : {}),
+          ...(nodeUpgraders ? { nodeUpgraders } : {}),
         }),
       },
     });
@@ -232,9 +238,10 @@ function requestChecks(config: AppConfig, log: Logger): RequestChecks {
   return createRequestChecks(managementObjects(management));
 }
 
-/** The delegate executor's node agent check, when this process can reach the management cluster. */
-function nodeAgentCheck(log: Logger): NodeAgentCheck | undefined {
-  const without = 'CanUpdate* will not claim in-place updates for nodeUpgradeExecutor=delegate';
+/** The management cluster for the node agent and upgrader checks, when this process can reach it. */
+function managementAccess(log: Logger): KubeConfig | undefined {
+  const without =
+    'CanUpdate* will not claim in-place updates for nodeUpgradeExecutor=delegate or nodeUpgradeExecutor=management';
   let management;
   try {
     management = managementKubeConfig();
@@ -246,7 +253,7 @@ function nodeAgentCheck(log: Logger): NodeAgentCheck | undefined {
     log.warn(`${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: ${without}`);
     return undefined;
   }
-  return createNodeAgentCheck({ management, namespace: DEFAULT_WORKLOAD_NAMESPACE });
+  return management;
 }
 
 export function stopOnSignals(stop: () => Promise<void>, log: Logger = createLogger()): void {

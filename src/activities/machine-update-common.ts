@@ -86,7 +86,12 @@ export function truncate(text: string, max: number): string {
 
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 
+/** The label `key`=`value`, or none when `value` is no valid label value (names may be longer than 63). */
+export function labelIfValid(key: string, value: string): Record<string, string> {
+  return value.length <= 63 && LABEL_VALUE.test(value) ? { [key]: value } : {};
+}
+
 /** The {@link NODE_NAME_LABEL} label, or none when the node name is no valid label value. */
 export function nodeLabel(nodeName: string): Record<string, string> {
-  return nodeName.length <= 63 && LABEL_VALUE.test(nodeName) ? { [NODE_NAME_LABEL]: nodeName } : {};
+  return labelIfValid(NODE_NAME_LABEL, nodeName);
 }

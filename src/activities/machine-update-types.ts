@@ -1,4 +1,6 @@
 // The contract between the machine update workflow and its activities.
+import type { MachineObjectRefs } from '../model/machine-update.ts';
+
 export interface MachineRef {
   namespace: string;
   name: string;
@@ -48,7 +50,7 @@ export interface DrainProgress {
   summary: string;
 }
 
-export type ExecutorKind = 'delegate' | 'job';
+export type ExecutorKind = 'delegate' | 'job' | 'management';
 
 export interface NodeUpgradeInput {
   cluster: MachineRef;
@@ -63,10 +65,12 @@ export interface NodeUpgradeInput {
   /** v2: the desired KubeadmConfig in the management cluster; its files are read there, never passed in. */
   bootstrapConfig?: MachineRef;
   executor: ExecutorKind;
+  /** management: the Machine's infrastructure machine and bootstrap config, for the request's spec. */
+  objectRefs?: MachineObjectRefs;
   /** Workflow id: names the request so a retry finds the same one. */
   requestName: string;
   timeoutMs: number;
-  /** delegate: fail (node untouched) when no agent set any status within this; default 5 minutes. */
+  /** delegate, management: fail (node untouched) when nobody set any status within this; default 5 minutes. */
   agentPickupTimeoutMs?: number;
 }
 

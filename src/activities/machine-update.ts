@@ -13,7 +13,9 @@ import { CompleteAsyncError, Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { createDrainActivities } from './drain/drain.ts';
 import { resolveBootstrapFiles } from './executors/bootstrap-files.ts';
-import { delegateExecution, deleteNodeUpgradeRequest } from './executors/delegate.ts';
+import { delegateExecution } from './executors/delegate.ts';
+import { deleteNodeUpgradeRequest } from './executors/node-upgrade-request.ts';
+import { managementExecution } from './executors/management.ts';
 import { deleteUpgradeJob, jobExecution, type JobExecutorConfig } from './executors/job.ts';
 import { stopNodeUpgrade } from './executors/stop.ts';
 import { workloadKubeConfig } from './kube.ts';
@@ -45,7 +47,7 @@ export {
   type NodeUpgradePhase,
   type NodeUpgradeRequest,
   type NodeUpgradeRequestSpec,
-} from './executors/delegate.ts';
+} from './executors/node-upgrade-request.ts';
 export {
   DEFAULT_JOB_IMAGE,
   DEFAULT_JOB_SCRIPT,
@@ -102,20 +104,22 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
       if (!input.requestName) {
         throw ApplicationFailure.nonRetryable('upgradeNode needs a requestName', MACHINE_UPDATE_FAILURES.invalidInput);
       }
-      const kc = await workload(input.cluster);
       // The KubeadmConfig comes by reference: its files (often secrets) are read here, never carried in history.
       const resolved = await resolveBootstrapFiles(deps.management, input);
       let execution: NodeUpgradeExecution;
       switch (input.executor) {
         case 'delegate':
-          execution = delegateExecution(kc, namespace, resolved);
+          execution = delegateExecution(await workload(input.cluster), namespace, resolved);
           break;
         case 'job':
-          execution = jobExecution(kc, namespace, deps.job ?? {}, resolved);
+          execution = jobExecution(await workload(input.cluster), namespace, deps.job ?? {}, resolved);
+          break;
+        case 'management':
+          execution = managementExecution(deps.management, resolved);
           break;
         default:
           throw ApplicationFailure.nonRetryable(
-            `unknown node upgrade executor ${JSON.stringify(input.executor)} (want delegate or job)`,
+            `unknown node upgrade executor ${JSON.stringify(input.executor)} (want delegate, job or management)`,
             MACHINE_UPDATE_FAILURES.invalidInput,
           );
       }
@@ -156,6 +160,9 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
     },
 
     async cleanupNodeUpgrade({ cluster, executor, requestName }): Promise<void> {
+      // management: in the management cluster, in the Machine's namespace (a Cluster's Machines share it).
+      if (executor === 'management')
+        return await deleteNodeUpgradeRequest(deps.management, cluster.namespace, requestName);
       const kc = await workload(cluster);
       if (executor === 'job') await deleteUpgradeJob(kc, namespace, requestName);
       else await deleteNodeUpgradeRequest(kc, namespace, requestName);
@@ -163,7 +170,9 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
 
     async stopNodeUpgrade({ cluster, executor, requestName }) {
       const retried = Context.current().info.attempt > 1;
-      return await stopNodeUpgrade(await workload(cluster), namespace, executor, requestName, retried);
+      const [kc, where] =
+        executor === 'management' ? [deps.management, cluster.namespace] : [await workload(cluster), namespace];
+      return await stopNodeUpgrade(kc, where, executor, requestName, retried);
     },
 
     waitForNodeVersion: node.waitForNodeVersion,

@@ -8,9 +8,12 @@ import {
   allowedForExecutor,
   computeMachinePatches,
   computeMachineSetPatches,
+  decodeJsonPatch,
   resolveInPlacePolicy,
   specHash,
   type Declined,
+  type InPlacePolicy,
+  type JsonPatch,
 } from '../domain/in-place.ts';
 import { resolveMachineUpdatePolicy } from '../domain/machine-update-policy.ts';
 import { tryParseVersion } from '../domain/versions.ts';
@@ -21,15 +24,19 @@ import {
   machineUpdateMessage,
   machineUpdateQueuedDetail,
   machineUpdateWorkflowId,
+  type MachineObjectRefs,
   type MachineUpdateInput,
   type MachineUpdateMemo,
+  type TypedObjectRef,
 } from '../model/machine-update.ts';
+import type { RawObject } from './contract.ts';
 import { ClusterNamespace, MachineName, machineUpdateSearchAttributes } from '../workflows/search-attributes.ts';
 import { queuedMachineUpdate, queueMachineUpdate } from './machine-update-queue.ts';
 import { withinDeadline } from './temporal-calls.ts';
 import { HookFailure } from './errors.ts';
 import type { HookImplementation } from './hook-route.ts';
 import type { NodeAgentCheck } from './node-agents.ts';
+import { machineKindOfTemplate, type NodeUpgraderCheck, type UpgraderAnswer } from './node-upgraders.ts';
 import type { InPlaceHandlers } from './routes/in-place.ts';
 import { updateMachineRule, type RequestChecks } from './request-checks.ts';
 
@@ -45,71 +52,131 @@ function declinedMessage(declined: readonly Declined[]): { message?: string } {
   };
 }
 
-/** The in-place allow-list from the settings, cut to what the configured executor applies. */
+/** The in-place allow-list from the settings, cut to what the configured executor applies (management: later, by its upgrader). */
 function inPlacePolicyFor(settings: Readonly<Record<string, string>>) {
   const policy = resolveInPlacePolicy(settings);
   if (!policy.ok) throw new HookFailure(policy.message);
   const updates = resolveMachineUpdatePolicy(settings);
   if (!updates.ok) throw new HookFailure(updates.message);
-  return { policy: allowedForExecutor(policy.policy, updates.policy.executor), executor: updates.policy.executor };
+  const executor = updates.policy.executor;
+  return { policy: executor === 'management' ? policy.policy : allowedForExecutor(policy.policy, executor), executor };
+}
+
+/** What one CanUpdate* call computes, for any allow-list. */
+type Compute<P extends Record<string, JsonPatch | undefined>> = (policy: InPlacePolicy) => {
+  patches: P;
+  declined: readonly Declined[];
+};
+
+/** Ops of `full` that `cut` leaves out, as declined differences (`machinePatch` → object `machine`). */
+function undeclared(full: object, cut: object, reason: string): Declined[] {
+  const declined: Declined[] = [];
+  const paths = (patch: unknown) => (patch ? decodeJsonPatch(patch as JsonPatch).map((op) => op.path) : []);
+  for (const [field, patch] of Object.entries(full)) {
+    const kept = new Set(paths((cut as Record<string, unknown>)[field]));
+    for (const path of paths(patch))
+      if (!kept.has(path)) declined.push({ object: field.replace(/Patch$/, ''), path, reason });
+  }
+  return declined;
 }
 
 /**
  * CanUpdateMachine / CanUpdateMachineSet: pure patches for what the executor applies in place.
  * Under `delegate` nothing is claimed unless a node agent is alive to apply it (`nodeAgents`;
  * without one the api cannot tell, and says so): a request nobody serves would stall the rollout.
+ * Under `management` the same holds for the infrastructure kind's node upgrader (`nodeUpgraders`),
+ * and only what it declares it applies is claimed.
  */
 export function createCanUpdateHandlers(
   nodeAgents: NodeAgentCheck | undefined,
+  nodeUpgraders?: NodeUpgraderCheck,
 ): Pick<InPlaceHandlers, 'CanUpdateMachine' | 'CanUpdateMachineSet'> {
   const agentMissing = async (
-    executor: 'job' | 'delegate',
     cluster: { namespace: string; name: string | undefined },
     nodeName: string | undefined,
   ): Promise<string | undefined> => {
-    if (executor !== 'delegate') return undefined;
     if (!nodeAgents)
       return 'nodeUpgradeExecutor=delegate, and this api has no management cluster access to check for node agents (MANAGEMENT_KUBECONFIG)';
     if (!cluster.name) return 'nodeUpgradeExecutor=delegate, and the request names no cluster to check for node agents';
     return await nodeAgents.missing({ namespace: cluster.namespace, name: cluster.name }, nodeName);
   };
+  const upgraderOf = async (kind: string | undefined): Promise<UpgraderAnswer & { kind?: string }> => {
+    if (!nodeUpgraders)
+      return {
+        ok: false,
+        reason:
+          'nodeUpgradeExecutor=management, and this api has no management cluster access to check for node upgraders (MANAGEMENT_KUBECONFIG)',
+      };
+    if (!kind)
+      return { ok: false, reason: 'nodeUpgradeExecutor=management, and the request names no infrastructure kind' };
+    return { ...(await nodeUpgraders.declared(kind)), kind };
+  };
   /** The patches, unless the executor has nobody to apply them (then a message saying why). */
-  const answer = async <P extends object>(
-    executor: 'job' | 'delegate',
-    computed: { patches: P; declined: readonly Declined[] },
+  const answer = async <P extends Record<string, JsonPatch | undefined>>(
+    settings: Readonly<Record<string, string>>,
+    compute: Compute<P>,
     cluster: { namespace: string; name: string | undefined },
     nodeName: string | undefined,
+    infrastructureKind: string | undefined,
   ) => {
-    if (Object.keys(computed.patches).length > 0) {
-      const missing = await agentMissing(executor, cluster, nodeName);
+    const { policy, executor } = inPlacePolicyFor(settings);
+    const computed = compute(policy);
+    const claims = Object.keys(computed.patches).length > 0;
+    if (claims && executor === 'delegate') {
+      const missing = await agentMissing(cluster, nodeName);
       if (missing) return { status: 'Success' as const, message: `${NOT_IN_PLACE}: ${missing}` };
+    }
+    if (claims && executor === 'management') {
+      const upgrader = await upgraderOf(infrastructureKind);
+      if (!upgrader.ok) return { status: 'Success' as const, message: `${NOT_IN_PLACE}: ${upgrader.reason}` };
+      const cut = compute(allowedForExecutor(policy, 'management', upgrader.paths));
+      const reason = `not among the paths the node upgrader for ${upgrader.kind} applies (Lease ${upgrader.lease})`;
+      const declined = [...cut.declined, ...undeclared(computed.patches, cut.patches, reason)];
+      return { status: 'Success' as const, ...cut.patches, ...declinedMessage(declined) };
     }
     return { status: 'Success' as const, ...computed.patches, ...declinedMessage(computed.declined) };
   };
   return {
     CanUpdateMachine: async (request, ctx) => {
-      const { policy, executor } = inPlacePolicyFor(ctx.settings);
       const { metadata, spec, status } = request.current.machine;
       return await answer(
-        executor,
-        computeMachinePatches(request.current, request.desired, policy),
+        ctx.settings,
+        (policy) => computeMachinePatches(request.current, request.desired, policy),
         { namespace: metadata.namespace, name: spec.clusterName ?? metadata.labels?.[CLUSTER_NAME_LABEL] },
         status?.nodeRef?.name,
+        request.current.infrastructureMachine.kind,
       );
     },
     CanUpdateMachineSet: async (request, ctx) => {
-      const { policy, executor } = inPlacePolicyFor(ctx.settings);
       const { metadata, spec } = request.current.machineSet;
+      const template = request.current.infrastructureMachineTemplate.kind;
       return await answer(
-        executor,
-        computeMachineSetPatches(request.current, request.desired, policy),
+        ctx.settings,
+        (policy) => computeMachineSetPatches(request.current, request.desired, policy),
         {
           namespace: metadata.namespace,
           name: spec.clusterName ?? spec.template.spec.clusterName ?? metadata.labels?.[CLUSTER_NAME_LABEL],
         },
         undefined,
+        template === undefined ? undefined : machineKindOfTemplate(template),
       );
     },
+  };
+}
+
+/** `{apiVersion, kind, name}` of an object CAPI sent, when it names all three. */
+function typedRef(obj: RawObject | undefined): TypedObjectRef | undefined {
+  const name = obj?.metadata?.name;
+  return obj?.apiVersion && obj.kind && name ? { apiVersion: obj.apiVersion, kind: obj.kind, name } : undefined;
+}
+
+/** What the management executor's request names besides the Machine (desired: CAPI applied it before the call). */
+function objectRefsOf(desired: { infrastructureMachine?: RawObject; bootstrapConfig?: RawObject }): MachineObjectRefs {
+  const infrastructureMachine = typedRef(desired.infrastructureMachine);
+  const bootstrapConfig = typedRef(desired.bootstrapConfig);
+  return {
+    ...(infrastructureMachine ? { infrastructureMachine } : {}),
+    ...(bootstrapConfig ? { bootstrapConfig } : {}),
   };
 }
 
@@ -120,6 +187,8 @@ export function createInPlaceHandlers(opts: {
   checks: RequestChecks;
   /** Node agent Leases in workload clusters (delegate executor); unset = cannot check, so not in place. */
   nodeAgents?: NodeAgentCheck;
+  /** Node upgrader Leases in the management cluster (management executor); unset = not in place. */
+  nodeUpgraders?: NodeUpgraderCheck;
 }): InPlaceHandlers {
   const { client, taskQueue } = opts;
   const answer = async (
@@ -197,6 +266,7 @@ export function createInPlaceHandlers(opts: {
       ...(bootstrapConfigName ? { bootstrapConfig: { namespace: machine.namespace, name: bootstrapConfigName } } : {}),
       specHash: hash,
       executor: policy.executor,
+      ...(policy.executor === 'management' ? { objectRefs: objectRefsOf(request.desired) } : {}),
       deleteEmptyDirData: policy.deleteEmptyDirData,
       forceDrainUnmanagedPods: policy.forceDrainUnmanagedPods,
       drainTimeoutMs: policy.drainTimeoutMs,
@@ -286,5 +356,5 @@ export function createInPlaceHandlers(opts: {
     });
   };
 
-  return { ...createCanUpdateHandlers(opts.nodeAgents), UpdateMachine: updateMachine };
+  return { ...createCanUpdateHandlers(opts.nodeAgents, opts.nodeUpgraders), UpdateMachine: updateMachine };
 }

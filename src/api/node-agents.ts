@@ -13,7 +13,8 @@ import { apiClient, workloadKubeConfig } from '../activities/kube.ts';
 export const NODE_AGENT_LEASE_PREFIX = 'node-upgrade-agent-';
 /** Leases without leaseDurationSeconds count as fresh this long after their last renewal. */
 const DEFAULT_LEASE_DURATION_S = 40;
-const CACHE_MS = 10_000;
+/** How long an answer about node agents or upgraders is reused. */
+export const LEASE_CACHE_MS = 10_000;
 
 export interface NodeAgentCheck {
   /**
@@ -27,7 +28,8 @@ export function nodeAgentLeaseName(nodeName: string): string {
   return `${NODE_AGENT_LEASE_PREFIX}${nodeName}`;
 }
 
-function fresh(lease: V1Lease, nowMs: number): boolean {
+/** Renewed within its leaseDurationSeconds (40 when unset). */
+export function leaseIsFresh(lease: V1Lease, nowMs: number): boolean {
   const renewed = lease.spec?.renewTime ?? lease.spec?.acquireTime;
   if (!renewed) return false;
   const durationMs = (lease.spec?.leaseDurationSeconds ?? DEFAULT_LEASE_DURATION_S) * 1000;
@@ -40,9 +42,9 @@ export function createNodeAgentCheck(opts: {
   /** How long a cluster's answer is reused; default 10 s. */
   cacheMs?: number;
 }): NodeAgentCheck {
-  const cacheMs = opts.cacheMs ?? CACHE_MS;
+  const cacheMs = opts.cacheMs ?? LEASE_CACHE_MS;
   const cache = new Map<string, { atMs: number; fresh: Promise<Set<string>> }>();
-  /** The nodes with a fresh agent Lease in the cluster (one list call per cluster per CACHE_MS). */
+  /** The nodes with a fresh agent Lease in the cluster (one list call per cluster per LEASE_CACHE_MS). */
   const agentNodes = (cluster: { namespace: string; name: string }): Promise<Set<string>> => {
     const key = `${cluster.namespace}/${cluster.name}`;
     const hit = cache.get(key);
@@ -53,7 +55,7 @@ export function createNodeAgentCheck(opts: {
       const now = Date.now();
       return new Set(
         leases.items
-          .filter((l) => l.metadata?.name?.startsWith(NODE_AGENT_LEASE_PREFIX) && fresh(l, now))
+          .filter((l) => l.metadata?.name?.startsWith(NODE_AGENT_LEASE_PREFIX) && leaseIsFresh(l, now))
           .map((l) => l.metadata!.name!.slice(NODE_AGENT_LEASE_PREFIX.length)),
       );
     })();

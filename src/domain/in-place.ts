@@ -203,21 +203,50 @@ export type InPlacePolicyResult =
   | { readonly ok: true; readonly policy: InPlacePolicy }
   | { readonly ok: false; readonly error: InPlaceSettingsError; readonly message: string };
 
-/** Like {@link parseInPlacePolicy} but returns the error. */
 /** What the `job` executor applies on a node: versions and bootstrap files, nothing else. */
 export const JOB_EXECUTOR_PATHS: readonly string[] = DEFAULT_ALLOWED_PATHS;
 
 /**
+ * The paths a management-cluster node upgrader declares it applies (its Lease's
+ * `upgrades.capi-orchestrator.io/in-place-paths` annotation, in the `inPlaceAllowedPaths`
+ * syntax; absent = `defaults`). Throws {@link InPlaceSettingsError} naming `source`.
+ */
+export function parseDeclaredPaths(value: string | undefined, source: string): AllowedPath[] {
+  return value === undefined || value.trim() === ''
+    ? parseAllowedList(DEFAULT_ALLOWED_PATHS.join(','), source)
+    : parseAllowedList(value, source);
+}
+
+/**
  * The allow-list cut to what `executor` can apply: CanUpdate* must never declare in place a
  * change the node-side executor would silently skip. `delegate` agents apply what they are
- * configured for, so its list stays as the settings say.
+ * configured for, so its list stays as the settings say; `management` keeps what both the
+ * settings and its upgrader's `declared` paths cover (nothing when it declares nothing).
  */
-export function allowedForExecutor(policy: InPlacePolicy, executor: 'job' | 'delegate'): InPlacePolicy {
+export function allowedForExecutor(
+  policy: InPlacePolicy,
+  executor: 'job' | 'delegate' | 'management',
+  declared: readonly AllowedPath[] = [],
+): InPlacePolicy {
   if (executor === 'delegate') return policy;
+  if (executor === 'management') return { ...policy, allowedPaths: intersectPaths(policy.allowedPaths, declared) };
   const supported = new Set(JOB_EXECUTOR_PATHS);
   return { ...policy, allowedPaths: policy.allowedPaths.filter((p) => supported.has(`${p.kind}:${p.pointer}`)) };
 }
 
+/** What both lists cover: of two paths of one kind where one lies under the other, the deeper one. */
+function intersectPaths(a: readonly AllowedPath[], b: readonly AllowedPath[]): AllowedPath[] {
+  const out: AllowedPath[] = [];
+  for (const p of a)
+    for (const q of b) {
+      if (p.kind !== q.kind) continue;
+      if (isPrefix(p.tokens, q.tokens)) out.push(q);
+      else if (isPrefix(q.tokens, p.tokens)) out.push(p);
+    }
+  return normalizeAllowed(out);
+}
+
+/** Like {@link parseInPlacePolicy} but returns the error. */
 export function resolveInPlacePolicy(settings?: Readonly<Record<string, string>>): InPlacePolicyResult {
   try {
     return { ok: true, policy: parseInPlacePolicy(settings) };

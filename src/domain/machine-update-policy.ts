@@ -3,8 +3,12 @@
 import { parseSkipPodSelector } from './drain.ts';
 import { parseGoDuration } from './durations.ts';
 
+/** Who applies an update on the node (docs/node-upgrade-request.md, docs/node-upgrade-job.md). */
+export type NodeUpgradeExecutor = 'delegate' | 'job' | 'management';
+export const NODE_UPGRADE_EXECUTORS: readonly NodeUpgradeExecutor[] = ['delegate', 'job', 'management'];
+
 export interface MachineUpdatePolicy {
-  executor: 'delegate' | 'job';
+  executor: NodeUpgradeExecutor;
   pdbForceDrainTimeoutMs?: number;
   /** Label selector of pods the drain leaves alone (validated; unset = none). */
   drainSkipPodSelector?: string;
@@ -57,8 +61,11 @@ export function resolveMachineUpdatePolicy(settings: Readonly<Record<string, str
   };
   // `job` by default: it needs nothing on the node, so a default never waits on an agent that isn't there.
   const executor = get(machineUpdateSettings.executor) ?? 'job';
-  if (executor !== 'delegate' && executor !== 'job')
-    problems.push(`setting ${machineUpdateSettings.executor}=${JSON.stringify(executor)}: expected delegate or job`);
+  const known = NODE_UPGRADE_EXECUTORS.find((e) => e === executor);
+  if (known === undefined)
+    problems.push(
+      `setting ${machineUpdateSettings.executor}=${JSON.stringify(executor)}: expected delegate, job or management`,
+    );
   const limitText = get(machineUpdateSettings.maxConcurrentMachineUpdates) ?? '0';
   const limit = Number(limitText);
   if (!Number.isInteger(limit) || limit < 0)
@@ -72,7 +79,7 @@ export function resolveMachineUpdatePolicy(settings: Readonly<Record<string, str
     if (!skip.ok) problems.push(skip.message);
   }
   const policy: MachineUpdatePolicy = {
-    executor: executor === 'job' ? 'job' : 'delegate',
+    executor: known ?? 'delegate',
     drainTimeoutMs: duration(machineUpdateSettings.drainTimeout, 30 * 60_000) ?? 30 * 60_000,
     nodeUpgradeTimeoutMs: duration(machineUpdateSettings.nodeUpgradeTimeout, 30 * 60_000) ?? 30 * 60_000,
     deleteEmptyDirData: bool(machineUpdateSettings.deleteEmptyDirData),

@@ -18,7 +18,9 @@ export interface MachineUpdateInput {
    */
   bootstrapConfig?: { namespace: string; name: string };
   specHash: string;
-  executor: 'delegate' | 'job';
+  executor: 'delegate' | 'job' | 'management';
+  /** management executor: the infrastructure machine and bootstrap config as CAPI sent them, for the request's spec. */
+  objectRefs?: MachineObjectRefs;
   pdbForceDrainTimeoutMs?: number;
   /** Label selector of pods the drain leaves alone (setting drainSkipPodSelector; the Cluster annotation wins). */
   drainSkipPodSelector?: string;
@@ -36,6 +38,19 @@ export interface MachineUpdateInput {
   startedWithSlot?: boolean;
   /** Started by the slots workflow only to record an abort that came while the update was queued. */
   abortedWhileQueued?: string;
+}
+
+/** `{apiVersion, kind, name}` of an object in the Machine's namespace. */
+export interface TypedObjectRef {
+  apiVersion: string;
+  kind: string;
+  name: string;
+}
+
+/** The objects of a Machine an upgrader in the management cluster reads (NodeUpgradeRequest spec refs). */
+export interface MachineObjectRefs {
+  infrastructureMachine?: TypedObjectRef;
+  bootstrapConfig?: TypedObjectRef;
 }
 
 export interface MachineUpdateStatus {

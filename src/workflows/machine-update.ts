@@ -253,6 +253,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         files: input.files ?? [],
         ...(input.bootstrapConfig ? { bootstrapConfig: input.bootstrapConfig } : {}),
         executor: input.executor,
+        ...(input.objectRefs ? { objectRefs: input.objectRefs } : {}),
         requestName: requestName(status.attempt ?? 1),
         timeoutMs: input.nodeUpgradeTimeoutMs,
       }),

@@ -7,9 +7,10 @@
 // activity calls that together make every Kubernetes call the code makes:
 // capacity reservation, a Cluster Event, health check, preflight, cordon, a
 // drain past a PodDisruptionBudget, the failed-update mark, a Machine Event,
-// both node-upgrade executors (a Job that succeeds and one that fails; a
-// NodeUpgradeRequest created, changed and deleted, its CRD installed), the
-// api's node agent check and its request checks' reads. Both API servers audit these identities
+// the three node-upgrade executors (a Job that succeeds and one that fails; a
+// NodeUpgradeRequest created, changed and deleted, its CRD installed; one in the
+// management cluster, stopped), the api's node agent and node upgrader checks
+// and its request checks' reads. Both API servers audit these identities
 // (test/testbed/audit-policy.yaml): from the audit logs, the (apiGroup,
 // resource, verb) each identity used must equal what its roles grant.
 //
@@ -46,6 +47,7 @@ import { createFleetActivities } from '../../src/activities/fleet.ts';
 import { createUpgradeActivities } from '../../src/activities/upgrade.ts';
 import type { UpgradeActivities } from '../../src/activities/upgrade-types.ts';
 import { createNodeAgentCheck, type NodeAgentCheck } from '../../src/api/node-agents.ts';
+import { createNodeUpgraderCheck } from '../../src/api/node-upgraders.ts';
 import { managementObjects } from '../../src/api/request-checks.ts';
 import {
   createKubeadmConfigWithSecretFile,
@@ -119,7 +121,8 @@ async function shippedBindings(dir: string, sa: { namespace: string; name: strin
   const bindings: ShippedBinding[] = [];
   for (const b of objects) {
     if ((b.kind !== 'ClusterRoleBinding' && b.kind !== 'RoleBinding') || !b.roleRef) continue;
-    const namespace = b.kind === 'RoleBinding' ? b.metadata.namespace : undefined;
+    // A namespaced object that names no namespace is applied into the ServiceAccount's (kubectl -n, config/default).
+    const namespace = b.kind === 'RoleBinding' ? (b.metadata.namespace ?? sa.namespace) : undefined;
     const boundHere = b.subjects?.some(
       (s) => s.kind === 'ServiceAccount' && s.name === sa.name && (s.namespace ?? namespace) === sa.namespace,
     );
@@ -129,7 +132,7 @@ async function shippedBindings(dir: string, sa: { namespace: string; name: strin
       (o) =>
         o.kind === roleRef.kind &&
         o.metadata.name === roleRef.name &&
-        (o.kind === 'ClusterRole' || o.metadata.namespace === namespace),
+        (o.kind === 'ClusterRole' || (o.metadata.namespace ?? sa.namespace) === namespace),
     );
     if (!role)
       throw new Error(`config/${dir}: ${b.kind} ${b.metadata.name} binds ${roleRef.kind} ${roleRef.name}, not shipped`);
@@ -694,6 +697,89 @@ async function tourDelegateExecutor(): Promise<void> {
   await expect(wlCustom.getNamespacedCustomObject({ ...nurRef, name })).rejects.toMatchObject({ code: 404 });
 }
 
+/** A stand-in node upgrader (admin) in the management cluster: Running, then Succeeded a moment later. */
+function startTestUpgrader(): { stop: () => Promise<void> } {
+  const mgRef = { ...nurRef, namespace: g };
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      await sleep(500); // the worker's watch is open by then (it is part of the tour)
+      try {
+        const list = (await mg.custom.listNamespacedCustomObject(mgRef)) as { items: NodeUpgradeRequest[] };
+        for (const req of list.items) {
+          const generation = req.metadata.generation ?? 0;
+          const phase = req.metadata.name.endsWith('-stop') || !req.status ? 'Running' : 'Succeeded';
+          if (req.status?.phase === phase) continue;
+          await mg.custom.patchNamespacedCustomObjectStatus(
+            { ...mgRef, name: req.metadata.name, body: { status: { phase, observedGeneration: generation } } },
+            mergePatch,
+          );
+        }
+      } catch {
+        // deleted under us
+      }
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+    },
+  };
+}
+
+/**
+ * worker: machines get (the owner), nodeupgraderequests create/get/watch/delete and secrets create
+ * (the files), in the management cluster.
+ */
+async function tourManagementExecutor(): Promise<void> {
+  const upgrader = startTestUpgrader();
+  try {
+    const input = upgradeInput({
+      executor: 'management',
+      nodeName: w,
+      requestName: `${g}-mnur`,
+      files: undefined,
+      bootstrapConfig: machineOf('tour-w-config'),
+    });
+    expect(await inActivity(() => machineUpdate.upgradeNode(input))).toEqual({
+      message: `node upgrader reported Succeeded for NodeUpgradeRequest ${g}/${g}-mnur`,
+    });
+    await inActivity(() =>
+      machineUpdate.cleanupNodeUpgrade({ cluster, nodeName: w, executor: 'management', requestName: `${g}-mnur` }),
+    );
+    // An abort mid-way: the wait is cancelled, then the request is stopped (read, deleted).
+    const env = new MockActivityEnvironment(undefined, { logger });
+    const waiting = env
+      .run(machineUpdate.upgradeNode, upgradeInput({ executor: 'management', nodeName: w, requestName: `${g}-stop` }))
+      .catch((err: unknown) => err);
+    await waitFor('the upgrader to take the request', async () => {
+      const req = (await mg.custom
+        .getNamespacedCustomObject({ ...nurRef, namespace: g, name: `${g}-stop` })
+        .catch(() => undefined)) as NodeUpgradeRequest | undefined;
+      return req?.status?.phase === 'Running';
+    });
+    env.cancel();
+    await waiting;
+    expect(
+      await inActivity(() =>
+        machineUpdate.stopNodeUpgrade({ cluster, nodeName: w, executor: 'management', requestName: `${g}-stop` }),
+      ),
+    ).toEqual({ started: true, observed: `NodeUpgradeRequest ${g}/${g}-stop: node upgrader reported Running` });
+  } finally {
+    await upgrader.stop();
+  }
+}
+
+/** api: leases get, in the upgrader namespace only (a Role). */
+async function tourNodeUpgraderCheck(): Promise<void> {
+  const check = createNodeUpgraderCheck({ management: identities.api, namespace: SYSTEM_NAMESPACE, cacheMs: 0 });
+  expect(await check.declared('TourMachine')).toEqual({
+    ok: false,
+    reason: `no node upgrader for TourMachine (no fresh Lease ${SYSTEM_NAMESPACE}/node-upgrader-tourmachine)`,
+  });
+}
+
 /** api: secrets get; workload: leases list. */
 async function tourNodeAgentCheck(): Promise<void> {
   expect(await nodeAgents.missing(cluster, w)).toBe(
@@ -734,7 +820,9 @@ describe('RBAC roles in config/', () => {
     await tourDrain();
     await tourJobExecutor();
     await tourDelegateExecutor();
+    await tourManagementExecutor();
     await tourNodeAgentCheck();
+    await tourNodeUpgraderCheck();
     await tourRequestChecks();
     await tourFleet();
 

@@ -11,6 +11,7 @@ import { nonBlockingLifecycleHandlers, type LifecycleHandlers } from '../../src/
 import { noInPlaceHandlers, type InPlaceHandlers } from '../../src/api/routes/in-place.ts';
 import { createCanUpdateHandlers } from '../../src/api/machine-updates.ts';
 import type { NodeAgentCheck } from '../../src/api/node-agents.ts';
+import type { NodeUpgraderCheck } from '../../src/api/node-upgraders.ts';
 import { upgradePlanHandlers, type UpgradePlanHandlers } from '../../src/api/routes/upgrade-plan.ts';
 import { testPki } from './pki.ts';
 
@@ -39,6 +40,8 @@ export interface TestHookServerOptions {
   inPlace?: Partial<InPlaceHandlers>;
   /** The delegate executor's agent check; default: an agent serves every node (the integration tier tests the real one). */
   nodeAgents?: NodeAgentCheck;
+  /** The management executor's upgrader check; default: none (not in place). */
+  nodeUpgraders?: NodeUpgraderCheck;
 }
 
 const everyNodeHasAnAgent: NodeAgentCheck = { missing: async () => undefined };
@@ -79,7 +82,7 @@ export async function startTestHookServer(options: TestHookServerOptions = {}): 
       upgradePlan: { ...upgradePlanHandlers, ...options.upgradePlan },
       inPlace: {
         ...noInPlaceHandlers,
-        ...createCanUpdateHandlers(options.nodeAgents ?? everyNodeHasAnAgent),
+        ...createCanUpdateHandlers(options.nodeAgents ?? everyNodeHasAnAgent, options.nodeUpgraders),
         ...options.inPlace,
       },
     },

@@ -5,12 +5,12 @@
 // NodeUpgradeRequest when the caller says so (it sets the node's kubelet version,
 // then status Succeeded, as a real agent would after kubeadm and a kubelet restart).
 import { CustomObjectsApi, Watch } from '@kubernetes/client-node';
-import type { NodeUpgradeRequest } from '../../src/activities/executors/delegate.ts';
 import {
   NODE_UPGRADE_GROUP,
   NODE_UPGRADE_PLURAL,
   NODE_UPGRADE_VERSION,
-} from '../../src/activities/executors/delegate.ts';
+  type NodeUpgradeRequest,
+} from '../../src/activities/executors/node-upgrade-request.ts';
 import type { MachineUpdateInput } from '../../src/model/machine-update.ts';
 import {
   capiMachine,

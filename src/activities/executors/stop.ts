@@ -4,21 +4,15 @@
 // deleted, which the agent contract reads as "stop now"). The answer says
 // whether the executor had started on the node at all: the workflow keeps a
 // touched node cordoned and marked, and gives an untouched one back.
-import { BatchV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1JobStatus } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, type KubeConfig, type V1JobStatus } from '@kubernetes/client-node';
 import { apiClient, isNotFound } from '../kube.ts';
-import { truncate } from '../machine-update-common.ts';
 import type { ExecutorKind, NodeUpgradeStopped } from '../machine-update-types.ts';
-import {
-  deleteNodeUpgradeRequest,
-  NODE_UPGRADE_GROUP,
-  NODE_UPGRADE_PLURAL,
-  NODE_UPGRADE_VERSION,
-  type NodeUpgradeRequest,
-} from './delegate.ts';
 import { deleteUpgradeJob, lastFailedPodLog } from './job.ts';
+import { stopRequest } from './node-upgrade-request.ts';
 
 /**
- * Keeps what the executor's object says, then deletes it. Idempotent, and safe when retried: a
+ * Keeps what the executor's object says, then deletes it (`kc`, `namespace`: where the executor
+ * keeps it; the management cluster and the Machine's namespace for `management`). Idempotent, and safe when retried: a
  * `retried` attempt may find gone what its previous attempt deleted, so "not there" then counts as
  * started (the node is kept out of service); only a first look that finds nothing says "not started".
  */
@@ -29,7 +23,10 @@ export async function stopNodeUpgrade(
   name: string,
   retried: boolean,
 ): Promise<NodeUpgradeStopped> {
-  const stopped = executor === 'job' ? await stopJob(kc, namespace, name) : await stopRequest(kc, namespace, name);
+  const stopped =
+    executor === 'job'
+      ? await stopJob(kc, namespace, name)
+      : await stopRequest(kc, namespace, name, executor === 'management' ? 'node upgrader' : 'agent');
   if (stopped === undefined) {
     const what = `no ${executor === 'job' ? 'Job' : 'NodeUpgradeRequest'} ${namespace}/${name}`;
     return retried
@@ -53,28 +50,4 @@ async function stopJob(kc: KubeConfig, namespace: string, name: string): Promise
   await deleteUpgradeJob(kc, namespace, name);
   const observed = `Job ${namespace}/${name}: active ${status?.active ?? 0}, succeeded ${status?.succeeded ?? 0}, failed ${status?.failed ?? 0}`;
   return { started: true, observed, log };
-}
-
-/** undefined: there is no such request. */
-async function stopRequest(kc: KubeConfig, namespace: string, name: string): Promise<NodeUpgradeStopped | undefined> {
-  const where = `NodeUpgradeRequest ${namespace}/${name}`;
-  let request: NodeUpgradeRequest;
-  try {
-    request = (await apiClient(kc, CustomObjectsApi).getNamespacedCustomObject({
-      group: NODE_UPGRADE_GROUP,
-      version: NODE_UPGRADE_VERSION,
-      plural: NODE_UPGRADE_PLURAL,
-      namespace,
-      name,
-    })) as NodeUpgradeRequest;
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
-  await deleteNodeUpgradeRequest(kc, namespace, name);
-  const phase = request.status?.phase;
-  // Any status at all: an agent took the request and may have begun on the node.
-  if (phase === undefined) return { started: false, observed: `${where}: no agent took it` };
-  const message = request.status?.message ? `: ${request.status.message}` : '';
-  return { started: true, observed: truncate(`${where}: agent reported ${phase}${message}`, 400) };
 }

@@ -1,0 +1,366 @@
+// The NodeUpgradeRequest lifecycle both request executors share (docs/node-upgrade-request.md):
+// `delegate` writes it into the workload cluster for an agent on the node, `management` into the
+// management cluster for the infrastructure's node upgrader. Either way the request is written
+// (idempotent), watched and polled, read against its generation, and deleted to stop; the
+// executors differ only in where it lives (client, namespace, owner, extra spec refs), what
+// happens when its CRD is not served, and what a spec change under the same name does.
+import {
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+  type V1OwnerReference,
+} from '@kubernetes/client-node';
+import { ApplicationFailure } from '@temporalio/common';
+import { canonicalJson } from '../../domain/canonical-json.ts';
+import type { TypedObjectRef } from '../../model/machine-update.ts';
+import { apiClient, isConflict, isNotFound } from '../kube.ts';
+import {
+  MACHINE_UPDATE_FAILURES,
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  MANAGED_BY_SELECTOR,
+  seconds,
+  truncate,
+  type NodeUpgradeExecution,
+} from '../machine-update-common.ts';
+import type { MachineRef, NodeUpgradeStopped } from '../machine-update-types.ts';
+import { watchObject } from '../object-watch.ts';
+import { ensureFilesSecret, type ResolvedNodeUpgrade } from './bootstrap-files.ts';
+
+export const NODE_UPGRADE_GROUP = 'upgrades.capi-orchestrator.io';
+export const NODE_UPGRADE_VERSION = 'v1alpha1';
+export const NODE_UPGRADE_PLURAL = 'nodeupgraderequests';
+export const NODE_UPGRADE_KIND = 'NodeUpgradeRequest';
+/** How long a NodeUpgradeRequest may go without any status before we conclude nobody serves the node. */
+export const AGENT_PICKUP_TIMEOUT_MS = 5 * 60_000;
+
+export interface NodeUpgradeRequestSpec {
+  nodeName: string;
+  machineRef: MachineRef;
+  kubernetesVersion: string;
+  /** management: the Machine's Cluster, infrastructure machine and bootstrap config. */
+  clusterName?: string;
+  infrastructureMachineRef?: TypedObjectRef;
+  bootstrapConfigRef?: TypedObjectRef;
+  /** Deprecated (before the files moved out of the spec): inline files; no longer written. */
+  bootstrapFiles?: unknown[];
+  /** Secret in the same namespace, owned by the request: one key per file and a `manifest`. */
+  bootstrapFilesSecretRef?: { name: string };
+}
+
+export type NodeUpgradePhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed';
+
+export interface NodeUpgradeRequestStatus {
+  phase?: NodeUpgradePhase;
+  message?: string;
+  /** On Failed: short CamelCase, e.g. `ImagePullFailed`. */
+  failureReason?: string;
+  failureMessage?: string;
+  observedGeneration?: number;
+}
+
+export interface NodeUpgradeRequest {
+  apiVersion: string;
+  kind: string;
+  metadata: {
+    name: string;
+    namespace: string;
+    uid?: string;
+    generation?: number;
+    labels?: Record<string, string>;
+    ownerReferences?: V1OwnerReference[];
+    resourceVersion?: string;
+  };
+  spec: NodeUpgradeRequestSpec;
+  status?: NodeUpgradeRequestStatus;
+}
+
+const str = { type: 'string' };
+const objectRef = (description: string) => ({
+  type: 'object',
+  description,
+  required: ['apiVersion', 'kind', 'name'],
+  properties: { apiVersion: str, kind: str, name: str },
+});
+
+/**
+ * The CustomResourceDefinition of NodeUpgradeRequest, in wire format (the same as
+ * config/crd/nodeupgraderequests.yaml; a test keeps the two equal). The delegate executor
+ * installs it in the workload cluster when it is missing; config/default installs it in the
+ * management cluster (the management executor never does: it has no CRD rights there).
+ */
+export const NODE_UPGRADE_REQUEST_CRD = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: {
+    name: `${NODE_UPGRADE_PLURAL}.${NODE_UPGRADE_GROUP}`,
+    labels: { [MANAGED_BY_LABEL]: MANAGED_BY },
+  },
+  spec: {
+    group: NODE_UPGRADE_GROUP,
+    names: {
+      kind: NODE_UPGRADE_KIND,
+      listKind: `${NODE_UPGRADE_KIND}List`,
+      plural: NODE_UPGRADE_PLURAL,
+      singular: 'nodeupgraderequest',
+      shortNames: ['nur'],
+      categories: ['capi-upgrade-orchestrator'],
+    },
+    scope: 'Namespaced',
+    versions: [
+      {
+        name: NODE_UPGRADE_VERSION,
+        served: true,
+        storage: true,
+        subresources: { status: {} },
+        selectableFields: [{ jsonPath: '.spec.nodeName' }],
+        additionalPrinterColumns: [
+          { name: 'Node', type: 'string', jsonPath: '.spec.nodeName' },
+          { name: 'Version', type: 'string', jsonPath: '.spec.kubernetesVersion' },
+          { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+          { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
+          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+        ],
+        schema: {
+          openAPIV3Schema: {
+            type: 'object',
+            description:
+              'A request to upgrade one node in place, written by capi-upgrade-orchestrator for an agent on the node ' +
+              '(in the workload cluster) or a node upgrader (in the management cluster). It reports in status; it ' +
+              'sets status.observedGeneration to the metadata.generation it acted on.',
+            required: ['spec'],
+            properties: {
+              apiVersion: str,
+              kind: str,
+              metadata: { type: 'object' },
+              spec: {
+                type: 'object',
+                required: ['nodeName', 'kubernetesVersion'],
+                properties: {
+                  nodeName: { type: 'string', minLength: 1, description: 'The Node to upgrade.' },
+                  machineRef: {
+                    type: 'object',
+                    description: 'The Cluster API Machine of the node (in the management cluster).',
+                    required: ['namespace', 'name'],
+                    properties: { namespace: str, name: str },
+                  },
+                  kubernetesVersion: {
+                    type: 'string',
+                    minLength: 1,
+                    description: 'Desired Kubernetes (kubelet) version, e.g. v1.33.1.',
+                  },
+                  clusterName: { type: 'string', description: 'The Cluster API Cluster of the node.' },
+                  infrastructureMachineRef: objectRef('The infrastructure machine of the Machine (same namespace).'),
+                  bootstrapConfigRef: objectRef('The bootstrap config of the Machine (same namespace).'),
+                  bootstrapFiles: {
+                    type: 'array',
+                    description: 'Deprecated and no longer written: inline bootstrap files (KubeadmConfig spec.files).',
+                    items: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+                  },
+                  bootstrapFilesSecretRef: {
+                    type: 'object',
+                    description:
+                      'Secret in this namespace, owned by this request, holding the files to write: one key per file ' +
+                      '(the bytes as they go on disk) and a `manifest` of `<key> <mode> <owner> <path>` lines.',
+                    required: ['name'],
+                    properties: { name: str },
+                  },
+                },
+              },
+              status: {
+                type: 'object',
+                properties: {
+                  phase: { type: 'string', enum: ['Pending', 'Running', 'Succeeded', 'Failed'] },
+                  message: str,
+                  failureReason: {
+                    type: 'string',
+                    description: 'On Failed: a short CamelCase reason, e.g. ImagePullFailed.',
+                  },
+                  failureMessage: { type: 'string', description: 'On Failed: what went wrong (no secrets).' },
+                  observedGeneration: { type: 'integer', format: 'int64' },
+                },
+              },
+            },
+          },
+        },
+      },
+    ],
+  },
+} as const;
+
+const requestRef = (namespace: string) => ({
+  group: NODE_UPGRADE_GROUP,
+  version: NODE_UPGRADE_VERSION,
+  plural: NODE_UPGRADE_PLURAL,
+  namespace,
+});
+const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
+
+/** Where one executor keeps its requests, and how it differs from the other. */
+export interface RequestPlace {
+  kc: KubeConfig;
+  namespace: string;
+  /** Who acts on the requests, in messages: `node agent`, `node upgrader`. */
+  server: string;
+  /** Said when nobody took a request in time: where to look. */
+  missingHint: string;
+  spec: NodeUpgradeRequestSpec;
+  /** Labels and owners of a new request (read when it is created, not before). */
+  metadata(): Promise<{ labels: Record<string, string>; ownerReferences?: V1OwnerReference[] }>;
+  /** The collection watched for changes (any namespace will do: reads are by name). */
+  watchPath: string;
+  /** A request of this name with another spec: `patch` replaces the spec, `recreate` deletes and creates. */
+  specChange: 'patch' | 'recreate';
+  /**
+   * The create was answered 404 (the CRD is not served): make it served and return the request
+   * `create` then makes (undefined while still 404), or throw.
+   */
+  crdMissing(create: () => Promise<NodeUpgradeRequest | undefined>): Promise<NodeUpgradeRequest>;
+  /** What `Failed` fails the update with. */
+  failed(status: NodeUpgradeRequestStatus): string;
+}
+
+/** `<failureReason>: <failureMessage>`, falling back to `status.message`. */
+export function reportedFailure(status: NodeUpgradeRequestStatus): string | undefined {
+  const text = status.failureMessage || status.message;
+  if (status.failureReason) return text ? `${status.failureReason}: ${text}` : status.failureReason;
+  return text || undefined;
+}
+
+/** The node's NodeUpgradeRequest at `place` (written, or its spec replaced) and the verdict on that generation. */
+export function requestExecution(place: RequestPlace, input: ResolvedNodeUpgrade): NodeUpgradeExecution {
+  const custom = apiClient(place.kc, CustomObjectsApi);
+  const ref = requestRef(place.namespace);
+  const name = input.requestName;
+  const where = `${NODE_UPGRADE_KIND} ${place.namespace}/${name}`;
+  const files = input.files;
+  const spec = place.spec;
+
+  const read = async (): Promise<NodeUpgradeRequest | undefined> => {
+    try {
+      return (await custom.getNamespacedCustomObject({ ...ref, name })) as NodeUpgradeRequest;
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      return undefined;
+    }
+  };
+  /** Creates it; undefined when the CRD is not served (404); a racing attempt's request on 409. */
+  const create = async (): Promise<NodeUpgradeRequest | undefined> => {
+    const body: NodeUpgradeRequest = {
+      apiVersion: `${NODE_UPGRADE_GROUP}/${NODE_UPGRADE_VERSION}`,
+      kind: NODE_UPGRADE_KIND,
+      metadata: { name, namespace: place.namespace, ...(await place.metadata()) },
+      spec,
+    };
+    try {
+      return (await custom.createNamespacedCustomObject({ ...ref, body })) as NodeUpgradeRequest;
+    } catch (err) {
+      if (isConflict(err)) return await ensure(); // created meanwhile (a racing attempt)
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  };
+  const ensure = async (): Promise<NodeUpgradeRequest> => {
+    const existing = await read();
+    if (existing) {
+      if (canonicalJson(existing.spec) === canonicalJson(spec)) return existing;
+      // Same name, other spec: the server must act on the new generation.
+      if (place.specChange === 'patch')
+        return (await custom.patchNamespacedCustomObject(
+          { ...ref, name, body: [{ op: 'replace', path: '/spec', value: spec }] },
+          jsonPatch,
+        )) as NodeUpgradeRequest;
+      await deleteNodeUpgradeRequest(place.kc, place.namespace, name);
+    }
+    return (await create()) ?? (await place.crdMissing(create));
+  };
+  const ensureWithFiles = async (): Promise<NodeUpgradeRequest> => {
+    const request = await ensure();
+    if (files.length > 0) await ensureFilesSecret(place.kc, request, files);
+    return request;
+  };
+
+  return {
+    async ensure() {
+      await ensureWithFiles();
+    },
+    changes: (onChange) =>
+      watchObject(place.kc, { path: place.watchPath, labelSelector: MANAGED_BY_SELECTOR }, name, onChange),
+    async check(startedAtMs) {
+      const request = (await read()) ?? (await ensureWithFiles()); // deleted by someone: ask again
+      const generation = request.metadata.generation;
+      const status = request.status;
+      const current = status !== undefined && status.observedGeneration === generation;
+      if (current && status.phase === 'Succeeded') {
+        return { done: true, message: status.message || `${place.server} reported Succeeded for ${where}` };
+      }
+      if (current && status.phase === 'Failed') {
+        throw ApplicationFailure.nonRetryable(place.failed(status), MACHINE_UPDATE_FAILURES.nodeAgentFailed);
+      }
+      const observed = current
+        ? `phase ${status.phase ?? 'Pending'}`
+        : status?.phase
+          ? `status of generation ${status.observedGeneration ?? 'unknown'} ignored, want ${generation ?? 'unknown'}`
+          : 'no status yet';
+      // Nobody answers at all: nobody serves this node. Say so early instead of stalling.
+      const pickupMs = input.agentPickupTimeoutMs ?? AGENT_PICKUP_TIMEOUT_MS;
+      if (status?.phase === undefined && Date.now() - startedAtMs > pickupMs) {
+        throw ApplicationFailure.nonRetryable(
+          `no ${place.server} took ${where} for node ${input.nodeName} within ${seconds(pickupMs)}: ${place.missingHint}`,
+          MACHINE_UPDATE_FAILURES.nodeAgentMissing,
+        );
+      }
+      if (Date.now() - startedAtMs > input.timeoutMs) {
+        throw ApplicationFailure.nonRetryable(
+          `${where} for node ${input.nodeName} not finished within ${seconds(input.timeoutMs)} (${observed})`,
+          MACHINE_UPDATE_FAILURES.nodeUpgradeTimeout,
+        );
+      }
+      return { done: false, observed };
+    },
+  };
+}
+
+/** Deletes the NodeUpgradeRequest `name` (abort, cleanup): its server stops on deletion; gone already is fine. */
+export async function deleteNodeUpgradeRequest(kc: KubeConfig, namespace: string, name: string): Promise<void> {
+  try {
+    await apiClient(kc, CustomObjectsApi).deleteNamespacedCustomObject({ ...requestRef(namespace), name });
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+}
+
+/**
+ * Keeps what the request's server said, then deletes it (an abort); undefined when there is no
+ * such request. Any status at all means it took the request and may have begun on the node.
+ */
+export async function stopRequest(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  server: string,
+): Promise<NodeUpgradeStopped | undefined> {
+  const where = `${NODE_UPGRADE_KIND} ${namespace}/${name}`;
+  let request: NodeUpgradeRequest;
+  try {
+    request = (await apiClient(kc, CustomObjectsApi).getNamespacedCustomObject({
+      ...requestRef(namespace),
+      name,
+    })) as NodeUpgradeRequest;
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+  await deleteNodeUpgradeRequest(kc, namespace, name);
+  const status = request.status;
+  if (status?.phase === undefined) return { started: false, observed: `${where}: no ${server} took it` };
+  const said = (status.phase === 'Failed' ? reportedFailure(status) : undefined) ?? status.message;
+  return {
+    started: true,
+    observed: truncate(`${where}: ${server} reported ${status.phase}${said ? `: ${said}` : ''}`, 400),
+  };
+}
+
+/** The API path of the requests in every namespace (one watch serves them all). */
+export const ALL_NAMESPACES_REQUESTS_PATH = `/apis/${NODE_UPGRADE_GROUP}/${NODE_UPGRADE_VERSION}/${NODE_UPGRADE_PLURAL}`;
