@@ -281,6 +281,17 @@ export function isConflict(err: unknown): boolean {
   return statusCode(err) === 409;
 }
 
+/** Retries on 409 (a stale resourceVersion in a read-modify-patch) only, up to `attempts` tries. */
+export async function retryOnConflict<T>(fn: () => Promise<T>, attempts = 5): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (i >= attempts || !isConflict(err)) throw err;
+    }
+  }
+}
+
 /** 429: e.g. an eviction refused because of a PodDisruptionBudget. */
 export function isTooManyRequests(err: unknown): boolean {
   return statusCode(err) === 429;

@@ -123,6 +123,13 @@ export interface MachineUpdateActivities {
   setNodeUpdateFailed(input: { cluster: MachineRef; nodeName: string; reason: string }): Promise<void>;
   /** After a success: the condition False, the annotation gone. */
   clearNodeUpdateFailed(input: { cluster: MachineRef; nodeName: string }): Promise<void>;
+  /**
+   * While the kubelet may restart: the Machine annotation `cluster.x-k8s.io/skip-remediation` (a
+   * MachineHealthCheck leaves the Machine alone) with our marker; one someone else set is left as it is.
+   */
+  holdRemediation(input: { machine: MachineRef }): Promise<{ message: string }>;
+  /** Removes skip-remediation and the marker, only when the marker says we set it; idempotent. */
+  releaseRemediation(input: { machine: MachineRef }): Promise<void>;
   /** A Kubernetes Event on the Machine; none when the Machine is gone. */
   recordMachineEvent(input: MachineEventInput): Promise<void>;
   /** Deletes what the executor created for `requestName` (Job or NodeUpgradeRequest, and their Secrets); idempotent. */

@@ -30,6 +30,7 @@ import { createMachineEventActivities } from './machine-events.ts';
 import { withStepEvents } from './step-events.ts';
 import type { MachineRef, MachineUpdateActivities, NodeUpgradeInput } from './machine-update-types.ts';
 import { createNodeActivities, machineDeletionCheck } from './node.ts';
+import { createRemediationActivities } from './remediation.ts';
 
 export {
   DRAIN_BACKOFF_MAX_MS,
@@ -63,6 +64,11 @@ export {
   truncate,
   type WaitCheckpoint,
 } from './machine-update-common.ts';
+export {
+  SKIP_REMEDIATION_ANNOTATION,
+  SKIP_REMEDIATION_SET_BY_ANNOTATION,
+  SKIP_REMEDIATION_SET_BY_US,
+} from './remediation.ts';
 export { CORDONED_BY_ANNOTATION, CORDONED_BY_US, UPDATE_FAILED_ANNOTATION, UPDATE_FAILED_MAX_LENGTH } from './node.ts';
 
 export interface MachineUpdateActivityDeps {
@@ -93,6 +99,7 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
 
   return withStepEvents({
     ...createMachineEventActivities(deps.management),
+    ...createRemediationActivities(deps.management),
     preflight: node.preflight,
     cordon: node.cordon,
     uncordon: node.uncordon,

@@ -17,7 +17,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { parseSkipPodSelector } from '../domain/drain.ts';
 import { parseGoDuration } from '../domain/durations.ts';
 import { policyKeys } from '../domain/policy-keys.ts';
-import { apiClient, isConflict, isNotFound } from './kube.ts';
+import { apiClient, isNotFound, retryOnConflict } from './kube.ts';
 import {
   MACHINE_UPDATE_FAILURES,
   seconds,
@@ -215,7 +215,14 @@ export function createNodeActivities(
 
 export interface MachineObject {
   apiVersion?: string;
-  metadata?: { name?: string; uid?: string; labels?: Record<string, string>; deletionTimestamp?: string };
+  metadata?: {
+    name?: string;
+    uid?: string;
+    resourceVersion?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    deletionTimestamp?: string;
+  };
   spec?: { clusterName?: string };
   status?: { nodeRef?: { name?: string } };
 }
@@ -280,17 +287,6 @@ function describeReady(node: V1Node): string {
   const ready = readyCondition(node);
   if (!ready) return 'no Ready condition';
   return `Ready=${ready.status}${ready.reason ? `: ${ready.reason}` : ''}`;
-}
-
-/** Retries on 409 (a stale resourceVersion) only; the node patches here carry no JSON-patch `test`. */
-async function retryOnConflict<T>(fn: () => Promise<T>, attempts = 5): Promise<T> {
-  for (let i = 1; ; i++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (i >= attempts || !isConflict(err)) throw err;
-    }
-  }
 }
 
 /**

@@ -23,6 +23,9 @@
 //   InPlaceUpdateFailed=True, which a MachineHealthCheck can remediate.
 //   Either way the run stays open, answers Failure, and starts over when
 //   UpdateMachine is called again after a backoff or on the `retry` signal.
+// - the Machine's cluster.x-k8s.io/skip-remediation (set before the drain, so a
+//   MachineHealthCheck does not replace it while the kubelet restarts) is
+//   removed on every exit above, before the answer changes.
 import {
   ActivityCancellationType,
   CancellationScope,
@@ -74,6 +77,12 @@ export const MACHINE_UPDATE_ALL_CHANGES = 'machine-update-all-changes-1';
 export const MACHINE_UPDATE_ALL_CHANGES_2 = 'machine-update-all-changes-2';
 /** The above, and an abort once the executor started keeps the node cordoned and marked (never back in service). */
 export const MACHINE_UPDATE_ALL_CHANGES_3 = 'machine-update-all-changes-3';
+/**
+ * The above, and the Machine carries cluster.x-k8s.io/skip-remediation from before the drain until
+ * the node is back (a MachineHealthCheck must not replace it for the kubelet's restart); removed on
+ * every exit, so a failed update's InPlaceUpdateFailed can be remediated.
+ */
+export const MACHINE_UPDATE_SKIP_REMEDIATION = 'machine-update-skip-remediation';
 /** Backoff before a failed update may start over: base, 2×, 4× … at most 30× the base (1 minute by default). */
 export function retryBackoffMs(attempt: number, baseMs = 60_000): number {
   return Math.min(30, 2 ** Math.max(0, attempt - 1)) * baseMs;
@@ -86,7 +95,8 @@ class Aborted extends Error {}
 export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<MachineUpdateStatus> {
   // New runs take every change at once: one marker and one TemporalChangeVersion upsert, not four
   // (each upsert is a visibility write). Runs started before ask for each change, as they did.
-  const abortKeepsNode = patched(MACHINE_UPDATE_ALL_CHANGES_3);
+  const holdsRemediation = patched(MACHINE_UPDATE_SKIP_REMEDIATION);
+  const abortKeepsNode = holdsRemediation || patched(MACHINE_UPDATE_ALL_CHANGES_3);
   const eventsInSteps = abortKeepsNode || patched(MACHINE_UPDATE_ALL_CHANGES_2);
   const current = eventsInSteps || patched(MACHINE_UPDATE_ALL_CHANGES);
   if (!current && !patched(MACHINE_UPDATE_V2)) return await machineUpdateWorkflowV1(input);
@@ -170,6 +180,14 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   let cluster: MachineRef = { namespace: input.machine.namespace, name: input.clusterName };
   let cordonedByUs = false;
   let executorStarted = false;
+  /** skip-remediation may be on the Machine (set before the hold's answer: a cancelled hold may have landed). */
+  let remediationHeld = false;
+  /** Takes skip-remediation off the Machine when this run may have put it there; never cancelled. */
+  const releaseRemediation = async () => {
+    if (!remediationHeld) return;
+    await CancellationScope.nonCancellable(() => quick.releaseRemediation({ machine: input.machine }));
+    remediationHeld = false;
+  };
   const succeededMessage = `updated in place to ${input.version}`;
   /** The uncordon recorded MachineUpdateSucceeded (new runs; a node we did not cordon has no uncordon). */
   let succeededEventSent = false;
@@ -199,6 +217,11 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     }
 
     state.enter('Drain', `draining node ${pre.nodeName}`);
+    if (holdsRemediation) {
+      // From here until the node is back Ready and uncordoned, its kubelet may restart.
+      remediationHeld = true;
+      await step(() => quick.holdRemediation({ machine: input.machine }));
+    }
     const pdbForceDrainTimeoutMs = pre.pdbForceDrainTimeoutMs ?? input.pdbForceDrainTimeoutMs;
     // Unset in runs started before it existed: their drain options stay as they were.
     const skipPodSelector = pre.drainSkipPodSelector ?? input.drainSkipPodSelector;
@@ -282,6 +305,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       succeededEventSent = done !== undefined;
       cordonedByUs = false;
     }
+    await releaseRemediation();
     await slot.release();
   };
 
@@ -333,6 +357,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         const why = `${state.who}: aborted after the node upgrade started: ${reason}`;
         await quick.setNodeUpdateFailed({ cluster, nodeName, reason: why });
       }
+      // Marked InPlaceUpdateFailed: a MachineHealthCheck may now replace it.
+      await releaseRemediation();
       // The run ends: its place goes to the next machine (the node stays out of service).
       await slot.release();
     });
@@ -374,6 +400,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       if (err instanceof Aborted || isCancellation(err) || failureType(err) === MACHINE_DELETED) {
         if (abortKeepsNode && executorStarted && (await stopExecutor())) return await keepNode(abortReason);
         await cleanUp(true);
+        await releaseRemediation();
         state.aborted(abortReason ?? 'aborted');
         event('MachineUpdateAborted', 'Warning', `aborted: ${abortReason ?? 'aborted'}`);
         await eventsRecorded();
@@ -388,6 +415,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       if (touched && status.nodeName) {
         await quick.setNodeUpdateFailed({ cluster, nodeName: status.nodeName, reason: `${state.who}: ${reason}` });
       }
+      // Failed: remediation may take the Machine (InPlaceUpdateFailed) until a retry holds it again.
+      await releaseRemediation();
       state.failed(
         reason,
         new Date(Date.now() + retryBackoffMs(status.attempt ?? 1, input.retryBackoffMs)).toISOString(),

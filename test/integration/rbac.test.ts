@@ -5,7 +5,8 @@
 // ships for the deployed ones (worker and api in the management cluster from
 // config/rbac, workload in the workload cluster from config/workload), run real
 // activity calls that together make every Kubernetes call the code makes:
-// capacity reservation, a Cluster Event, health check, preflight, cordon, a
+// capacity reservation, a Cluster Event, health check, preflight, cordon,
+// skip-remediation on a Machine, a
 // drain past a PodDisruptionBudget, the failed-update mark, a Machine Event,
 // the three node-upgrade executors (a Job that succeeds and one that fails; a
 // NodeUpgradeRequest created, changed and deleted, its CRD installed; one in the
@@ -568,6 +569,21 @@ async function tourNodeActivities(): Promise<void> {
   expect(condition).toMatchObject({ status: 'False', reason: 'UpdateSucceeded' });
 }
 
+/** worker: machines get/patch (skip-remediation while a node updates in place). */
+async function tourRemediation(): Promise<void> {
+  const machine = machineOf('tour-w');
+  await machineUpdate.holdRemediation({ machine });
+  const held = (await mg.custom.getNamespacedCustomObject({
+    group: 'cluster.x-k8s.io',
+    version: 'v1beta2',
+    plural: 'machines',
+    namespace: g,
+    name: 'tour-w',
+  })) as { metadata: { annotations?: Record<string, string> } };
+  expect(held.metadata.annotations?.['cluster.x-k8s.io/skip-remediation']).toBe('');
+  await machineUpdate.releaseRemediation({ machine });
+}
+
 /** workload: pods list, pods/eviction create (refused: 429), poddisruptionbudgets list, pods delete. */
 async function tourDrain(): Promise<void> {
   await machineUpdate.cordon({ cluster, nodeName: d });
@@ -817,6 +833,7 @@ describe('RBAC roles in config/', () => {
     await tourClusterEvent();
     await tourClusterHealth();
     await tourNodeActivities();
+    await tourRemediation();
     await tourDrain();
     await tourJobExecutor();
     await tourDelegateExecutor();

@@ -12,7 +12,11 @@ import { hookPath } from '../../src/api/hook-route.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { createInPlaceHandlers } from '../../src/api/machine-updates.ts';
 import { requestChecksOff } from '../../src/api/request-checks.ts';
-import type { MachineEventInput, MachineUpdateActivities } from '../../src/activities/machine-update-types.ts';
+import type {
+  MachineEventInput,
+  MachineUpdateActivities,
+  PreflightResult,
+} from '../../src/activities/machine-update-types.ts';
 import { withStepEvents } from '../../src/activities/step-events.ts';
 import { specHash } from '../../src/domain/in-place.ts';
 import { machineUpdateWorkflowId, type MachineUpdateStatus } from '../../src/model/machine-update.ts';
@@ -38,13 +42,18 @@ export function stubs(
     upgradeFails?: string | (() => string | undefined);
     /** What stopNodeUpgrade finds: the executor had started on the node (default), or not. */
     executorStarted?: boolean;
+    /** Added to what preflight returns (e.g. a Cluster annotation's drain policy). */
+    preflight?: Partial<PreflightResult>;
   } = {},
-): MachineUpdateActivities & { calls: Calls; seen: Record<string, unknown[]> } {
+): MachineUpdateActivities & { calls: Calls; seen: Record<string, unknown[]>; order: string[] } {
   const calls: Calls = {};
   const seen: Record<string, unknown[]> = {};
+  /** Every call by name, in the order made (Events left out). */
+  const order: string[] = [];
   const count = (name: string, arg?: unknown) => {
     calls[name] = (calls[name] ?? 0) + 1;
     (seen[name] ??= []).push(arg);
+    if (name !== 'recordMachineEvent') order.push(name);
   };
   const blockUntilCancelled = async (blocks: () => boolean, name: string) => {
     const ctx = Context.current();
@@ -62,9 +71,17 @@ export function stubs(
   return {
     calls,
     seen,
+    order,
     async preflight() {
       count('preflight');
-      return { nodeName: 'worker-0', clusterName: 'prod-1' };
+      return { nodeName: 'worker-0', clusterName: 'prod-1', ...opts.preflight };
+    },
+    async holdRemediation(input) {
+      count('holdRemediation', input);
+      return { message: 'skip-remediation set' };
+    },
+    async releaseRemediation(input) {
+      count('releaseRemediation', input);
     },
     async cordon() {
       count('cordon');

@@ -66,11 +66,13 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(activities.calls).toEqual({
       preflight: 1,
       cordon: 1,
+      holdRemediation: 1,
       drain: 1,
       upgradeNode: 1,
       waitForNodeVersion: 1,
       clearNodeUpdateFailed: 1,
       uncordon: 1,
+      releaseRemediation: 1,
       recordMachineEvent: 4,
     });
     // `kubectl describe machine` tells the story; each Event named once (retries add none).
