@@ -7,8 +7,8 @@
 // (mutual TLS, an allow-list of CAPI's subjects) and CAPI's core and KCP managers
 // present theirs (the test PKI's), so every hook call in this tier is authenticated.
 // In-place updates go through the `management` executor (docs/node-upgrade-request.md):
-// the NodeUpgradeRequest CRD is installed into the management cluster as config/default
-// does, and the tests start a stand-in upgrader (capi-node-upgrader.ts) for CAPD's
+// the test bed installs the NodeUpgradeRequest CRD into the management cluster as
+// config/default does, and the tests start a stand-in upgrader (capi-node-upgrader.ts) for CAPD's
 // in-memory machines; the drain leaves CAPD's fake static pods alone (drainSkipPodSelector).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
@@ -162,19 +162,10 @@ export async function startCapiTier(dir: string, testbedJson: string): Promise<C
     if (capi.status === 'rejected') throw capi.reason;
     if (started.status === 'rejected') throw started.reason;
     if (!extension) throw new Error('unreachable: the extension neither started nor failed');
-    // The management executor's request kind, installed as config/default installs it.
     const state = JSON.parse(readFileSync(join(capiDir, 'capi.json'), 'utf8')) as {
       managementKubeconfig: string;
       kubectl: string;
     };
-    await run(state.kubectl, [
-      '--kubeconfig',
-      state.managementKubeconfig,
-      'apply',
-      '--server-side',
-      '-f',
-      join(ROOT, 'config/crd/nodeupgraderequests.yaml'),
-    ]);
     // One process plays the api and the worker (src/local/dev.ts) as the worker's ServiceAccount:
     // it also needs the api's Role on the upgraders' Leases (config/rbac/api-role.yaml).
     await run(state.kubectl, [
