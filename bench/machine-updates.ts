@@ -3,7 +3,7 @@
 // that takes a fixed delay d. The N updates are queued at once as UpdateMachine
 // queues them (the cluster's slots workflow starts each run when it lets it in).
 //
-//   make bench-machine-updates [BENCH_ARGS='--nodes 200 --limit 20 --delay 15']
+//   make bench-machine-updates [BENCH_ARGS='--nodes 200 --limit 20 --delay 15 [--executor management]']
 //
 // It starts everything it uses and stops it after: a test bed of its own
 // (scripts/testbed.sh: management + KWOK workload API servers), a Temporal dev
@@ -13,7 +13,9 @@
 // activity slots). The `delegate` executor stands for "an
 // executor that completes after d": a stand-in agent answers each
 // NodeUpgradeRequest d after it first sees it, setting the node's kubelet
-// version first as a real agent would.
+// version first as a real agent would. `--executor management` puts the
+// requests into the management cluster instead, answered the same way by a
+// stand-in node upgrader that renews its Lease.
 //
 // It prints the total time against the floor ceil(N/L) × (d + drain), where
 // drain is the median Drain step, the per-update overhead (active time − d)
@@ -25,7 +27,9 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
+import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import { DEFAULT_NODE_UPGRADER_NAMESPACE, nodeUpgraderLeaseName } from '../src/api/node-upgraders.ts';
 import { queueMachineUpdate } from '../src/api/machine-update-queue.ts';
 import { ensureNodeUpgradeRequestCrd } from '../src/activities/executors/delegate.ts';
 import { machineUpdateSlotsQuery } from '../src/workflows/messages.ts';
@@ -38,6 +42,30 @@ import { buildExtension, end, freePorts, spawnExtension, waitReady } from './lib
 const execFileAsync = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TASK_QUEUE = 'bench-machine-updates';
+
+const DEV_API_VERSION = 'infrastructure.cluster.x-k8s.io/v1beta1';
+
+/** The stand-in upgrader's Lease (docs/node-upgrade-request.md), renewed every 10 s until stopped. */
+function startUpgraderLease(kc: KubeConfig): { stop: () => void } {
+  const leases = kc.makeApiClient(CoordinationV1Api);
+  const namespace = DEFAULT_NODE_UPGRADER_NAMESPACE;
+  const name = nodeUpgraderLeaseName('DevMachine');
+  const renew = async () => {
+    // A MicroTime: six fractional digits on the wire.
+    const renewTime = new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z') as unknown as Date;
+    const body = {
+      metadata: { name, namespace },
+      spec: { holderIdentity: 'bench', leaseDurationSeconds: 40, renewTime },
+    };
+    await leases
+      .replaceNamespacedLease({ name, namespace, body })
+      .catch(() => leases.createNamespacedLease({ namespace, body }))
+      .catch(() => undefined);
+  };
+  void renew();
+  const timer = setInterval(() => void renew(), 10_000);
+  return { stop: () => clearInterval(timer) };
+}
 
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -54,8 +82,12 @@ async function main(): Promise<void> {
       delay: { type: 'string', default: '15' },
       keep: { type: 'boolean', default: false },
       'cold-crd': { type: 'boolean', default: false },
+      executor: { type: 'string', default: 'delegate' },
     },
   });
+  const executor = values.executor;
+  if (executor !== 'delegate' && executor !== 'management')
+    throw new Error(`--executor ${executor}: expected delegate or management`);
   const nodes = Number(values.nodes);
   const limit = Number(values.limit);
   const delayMs = Number(values.delay) * 1000;
@@ -68,7 +100,7 @@ async function main(): Promise<void> {
   };
   try {
     console.log(
-      `machine update benchmark: ${nodes} nodes, maxConcurrentMachineUpdates ${limit}, executor delay ${s(delayMs)}`,
+      `machine update benchmark: ${nodes} nodes, maxConcurrentMachineUpdates ${limit}, ${executor} executor delay ${s(delayMs)}`,
     );
     const t0 = Date.now();
     cleanups.push(() => execFileAsync(join(ROOT, 'scripts/testbed.sh'), ['down', testbedDir]));
@@ -132,12 +164,29 @@ async function main(): Promise<void> {
     const memory = new MemorySampler(new Map([['worker', worker.pid]]));
     cleanups.push(async () => memory.stop());
 
-    // A node agent comes with its CRD (kubectl apply -f config/crd/nodeupgraderequests.yaml), and so
-    // does the stand-in; --cold-crd leaves it to the first updates, which install it (~2–3 s once).
-    if (!values['cold-crd']) await ensureNodeUpgradeRequestCrd(fixtures.workloadApi().kc);
-    console.log(`NodeUpgradeRequest CRD ${values['cold-crd'] ? 'installed by the first updates' : 'installed ahead'}`);
-    // The executor: every request answered `delay` after it was first seen (NodeUpgradeRequests go to kube-system).
-    const agent = rigModule.startStandInAgent('kube-system', (firstSeen) => Date.now() - firstSeen >= delayMs, 100);
+    let agent: ReturnType<typeof rigModule.startStandInAgent>;
+    if (executor === 'delegate') {
+      // A node agent comes with its CRD (kubectl apply -f config/crd/nodeupgraderequests.yaml), and so
+      // does the stand-in; --cold-crd leaves it to the first updates, which install it (~2–3 s once).
+      if (!values['cold-crd']) await ensureNodeUpgradeRequestCrd(fixtures.workloadApi().kc);
+      console.log(
+        `NodeUpgradeRequest CRD ${values['cold-crd'] ? 'installed by the first updates' : 'installed ahead'}`,
+      );
+      // The executor: every request answered `delay` after it was first seen (NodeUpgradeRequests go to kube-system).
+      agent = rigModule.startStandInAgent('kube-system', (firstSeen) => Date.now() - firstSeen >= delayMs, 100);
+    } else {
+      // management: the requests go to the Machines' namespace of the management cluster (its CRD comes with
+      // config/default; the test bed applies it), where the stand-in upgrader answers them `delay` after it
+      // first saw each, renewing its Lease as a real upgrader does (only CanUpdate* reads it).
+      agent = rigModule.startStandInAgent(
+        rig.namespace,
+        (firstSeen) => Date.now() - firstSeen >= delayMs,
+        100,
+        'management',
+      );
+      const lease = startUpgraderLease(fixtures.managementApi().kc);
+      cleanups.push(async () => lease.stop());
+    }
     cleanups.push(() => agent.stop());
 
     const connection = await Connection.connect({ address: temporal.address });
@@ -151,7 +200,17 @@ async function main(): Promise<void> {
       ids.map((workflowId, i) =>
         queueMachineUpdate(client, TASK_QUEUE, {
           workflowId,
-          input: rig.input(i, { maxConcurrentMachineUpdates: limit }),
+          input: rig.input(i, {
+            maxConcurrentMachineUpdates: limit,
+            executor,
+            ...(executor === 'management'
+              ? {
+                  objectRefs: {
+                    infrastructureMachine: { apiVersion: DEV_API_VERSION, kind: 'DevMachine', name: rig.machines[i]! },
+                  },
+                }
+              : {}),
+          }),
         }),
       ),
     );

@@ -29,11 +29,11 @@ import {
   createKubeconfigSecret,
   createNamespace,
   managementApi,
-  mergePatch,
   sleep,
   testbed,
   testGroup,
 } from '../support/fixtures.ts';
+import { startStandInStatus } from '../support/stand-in-status.ts';
 
 const group = testGroup('mgmt-exec');
 const g = group.name;
@@ -78,36 +78,16 @@ const read = async (name: string) =>
   (await custom.getNamespacedCustomObject({ ...nurRef, name })) as NodeUpgradeRequest;
 
 /**
- * A stand-in node upgrader: what it says for each node (by the request's node-name label),
- * once per generation; nodes it does not know it leaves alone (no upgrader serves them).
+ * A stand-in node upgrader: what it says for each node, once per generation; nodes it does not
+ * know it leaves alone (no upgrader serves them).
  */
 function startUpgrader(says: Record<string, NodeUpgradeRequestStatus>): { stop: () => Promise<void> } {
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      try {
-        const list = (await custom.listNamespacedCustomObject(nurRef)) as { items: NodeUpgradeRequest[] };
-        for (const req of list.items) {
-          const status = says[req.spec.nodeName];
-          const generation = req.metadata.generation ?? 0;
-          if (!status || req.status?.observedGeneration === generation) continue;
-          await custom.patchNamespacedCustomObjectStatus(
-            { ...nurRef, name: req.metadata.name, body: { status: { ...status, observedGeneration: generation } } },
-            mergePatch,
-          );
-        }
-      } catch {
-        // a request deleted under us
-      }
-      await sleep(150);
-    }
-  })();
-  return {
-    stop: async () => {
-      running = false;
-      await loop;
-    },
-  };
+  return startStandInStatus(
+    custom,
+    g,
+    (req) => (req.status?.observedGeneration === (req.metadata.generation ?? 0) ? undefined : says[req.spec.nodeName]),
+    150,
+  );
 }
 
 const [ok, bad, slow, none] = ['ok', 'bad', 'slow', 'none'].map(node) as [string, string, string, string];

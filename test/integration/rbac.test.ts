@@ -49,6 +49,7 @@ import { createUpgradeActivities } from '../../src/activities/upgrade.ts';
 import type { UpgradeActivities } from '../../src/activities/upgrade-types.ts';
 import { createNodeAgentCheck, type NodeAgentCheck } from '../../src/api/node-agents.ts';
 import { createNodeUpgraderCheck } from '../../src/api/node-upgraders.ts';
+import { startStandInStatus } from '../support/stand-in-status.ts';
 import { managementObjects } from '../../src/api/request-checks.ts';
 import {
   createKubeadmConfigWithSecretFile,
@@ -63,7 +64,6 @@ import {
   deployment,
   kwokNode,
   managementApi,
-  mergePatch,
   podDisruptionBudget,
   sleep,
   testbed,
@@ -646,36 +646,11 @@ async function tourJobExecutor(): Promise<void> {
 
 /** A stand-in node agent (admin): reports Succeeded on each generation of the tour's requests. */
 function startTestAgent(): { stop: () => Promise<void> } {
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      try {
-        const list = (await wlCustom.listNamespacedCustomObject(nurRef)) as { items: NodeUpgradeRequest[] };
-        for (const req of list.items) {
-          const generation = req.metadata.generation ?? 0;
-          if (!req.metadata.name.startsWith(`${g}-`) || req.status?.observedGeneration === generation) continue;
-          const message = `node ${req.spec.nodeName} upgraded to ${req.spec.kubernetesVersion}`;
-          await wlCustom.patchNamespacedCustomObjectStatus(
-            {
-              ...nurRef,
-              name: req.metadata.name,
-              body: { status: { phase: 'Succeeded', message, observedGeneration: generation } },
-            },
-            mergePatch,
-          );
-        }
-      } catch {
-        // the CRD is not served yet
-      }
-      await sleep(200);
-    }
-  })();
-  return {
-    stop: async () => {
-      running = false;
-      await loop;
-    },
-  };
+  return startStandInStatus(wlCustom, EXECUTOR_NAMESPACE, (req) =>
+    !req.metadata.name.startsWith(`${g}-`) || req.status?.observedGeneration === (req.metadata.generation ?? 0)
+      ? undefined
+      : { phase: 'Succeeded', message: `node ${req.spec.nodeName} upgraded to ${req.spec.kubernetesVersion}` },
+  );
 }
 
 /**
@@ -713,35 +688,20 @@ async function tourDelegateExecutor(): Promise<void> {
   await expect(wlCustom.getNamespacedCustomObject({ ...nurRef, name })).rejects.toMatchObject({ code: 404 });
 }
 
-/** A stand-in node upgrader (admin) in the management cluster: Running, then Succeeded a moment later. */
+/**
+ * A stand-in node upgrader (admin) in the management cluster: Running, then Succeeded a moment later
+ * (the worker's watch is open by then: it is part of the tour); `-stop` requests stay Running.
+ */
 function startTestUpgrader(): { stop: () => Promise<void> } {
-  const mgRef = { ...nurRef, namespace: g };
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      await sleep(500); // the worker's watch is open by then (it is part of the tour)
-      try {
-        const list = (await mg.custom.listNamespacedCustomObject(mgRef)) as { items: NodeUpgradeRequest[] };
-        for (const req of list.items) {
-          const generation = req.metadata.generation ?? 0;
-          const phase = req.metadata.name.endsWith('-stop') || !req.status ? 'Running' : 'Succeeded';
-          if (req.status?.phase === phase) continue;
-          await mg.custom.patchNamespacedCustomObjectStatus(
-            { ...mgRef, name: req.metadata.name, body: { status: { phase, observedGeneration: generation } } },
-            mergePatch,
-          );
-        }
-      } catch {
-        // deleted under us
-      }
-    }
-  })();
-  return {
-    stop: async () => {
-      running = false;
-      await loop;
+  return startStandInStatus(
+    mg.custom,
+    g,
+    (req) => {
+      const phase = req.metadata.name.endsWith('-stop') || !req.status ? 'Running' : 'Succeeded';
+      return req.status?.phase === phase ? undefined : { phase };
     },
-  };
+    500,
+  );
 }
 
 /**

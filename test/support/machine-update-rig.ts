@@ -94,7 +94,7 @@ export interface StandInAgent {
 }
 
 /**
- * Answers NodeUpgradeRequests in `namespace` once `answer(firstSeenMs, pending)` says so
+ * Answers NodeUpgradeRequests in `namespace` (of the workload or the management cluster) once `answer(firstSeenMs, pending)` says so
  * (pending: requests seen and not yet answered, this one included). It watches, as the
  * documented agent loop does (docs/node-upgrade-request.md): listing every request every
  * `checkMs` made the API server and this process serialize the whole (growing) collection
@@ -104,9 +104,12 @@ export function startStandInAgent(
   namespace: string,
   answer: (firstSeenMs: number, pending: number) => boolean,
   checkMs = 100,
+  /** Where the requests are: `workload` (delegate: an agent) or `management` (a node upgrader). */
+  requestsIn: 'workload' | 'management' = 'workload',
 ): StandInAgent {
   const wl = workloadApi();
-  const custom = wl.kc.makeApiClient(CustomObjectsApi);
+  const at = requestsIn === 'workload' ? wl : managementApi();
+  const custom = at.kc.makeApiClient(CustomObjectsApi);
   const ref = { group: NODE_UPGRADE_GROUP, version: NODE_UPGRADE_VERSION, plural: NODE_UPGRADE_PLURAL, namespace };
   const path = `/apis/${NODE_UPGRADE_GROUP}/${NODE_UPGRADE_VERSION}/namespaces/${namespace}/${NODE_UPGRADE_PLURAL}`;
   const agent: StandInAgent = { seen: new Map(), answered: new Set(), maxPending: 0, stop: async () => {} };
@@ -118,7 +121,7 @@ export function startStandInAgent(
     if (!running) return;
     const reopen = (afterMs: number) => setTimeout(() => void open(), afterMs);
     try {
-      watching = await new Watch(wl.kc).watch(
+      watching = await new Watch(at.kc).watch(
         path,
         {},
         (type: string, req: NodeUpgradeRequest) => {

@@ -254,6 +254,20 @@ describe('machine update workflow through UpdateMachine', () => {
     ).not.toContain(marker);
   });
 
+  it('management executor: hands the upgrade the infrastructure machine and bootstrap config CAPI sent', async () => {
+    const activities = stubs();
+    await startWorker(activities);
+    const body = updateMachineRequest('v1.33.1', name, [], { nodeUpgradeExecutor: 'management' });
+    expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect(activities.seen.upgradeNode?.[0]).toMatchObject({
+      executor: 'management',
+      objectRefs: {
+        infrastructureMachine: { apiVersion: 'infrastructure.cluster.x-k8s.io/v1beta2', kind: 'DockerMachine', name },
+        bootstrapConfig: { apiVersion: 'bootstrap.cluster.x-k8s.io/v1beta2', kind: 'KubeadmConfig', name },
+      },
+    });
+  });
+
   it('skips a blocked drain on the on-call skipDrain signal', async () => {
     const activities = stubs({ drainBlocks: () => true });
     await startWorker(activities);
