@@ -27,12 +27,14 @@ import {
   type V1Lease,
   type V1NodeCondition,
 } from '@kubernetes/client-node';
+import {
+  NODE_UPGRADE_GROUP as GROUP,
+  NODE_UPGRADE_PLURAL as PLURAL,
+  NODE_UPGRADE_VERSION as VERSION,
+} from '../../src/activities/executors/node-upgrade-request.ts';
+import { IN_PLACE_PATHS_ANNOTATION } from '../../src/api/node-upgraders.ts';
 
-const GROUP = 'upgrades.capi-orchestrator.io';
-const VERSION = 'v1alpha1';
-const PLURAL = 'nodeupgraderequests';
 const MANAGED_BY = 'app.kubernetes.io/managed-by=capi-upgrade-orchestrator';
-export const IN_PLACE_PATHS_ANNOTATION = 'upgrades.capi-orchestrator.io/in-place-paths';
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 interface RequestObject {
