@@ -10,6 +10,7 @@ import {
   setHeaderOptions,
   type KubeConfig,
   type V1Node,
+  type V1NodeCondition,
 } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
@@ -308,26 +309,24 @@ async function setUpdateFailed(kc: KubeConfig, nodeName: string, reason: string 
   const message =
     reason === undefined ? 'the last in-place update succeeded' : truncate(reason, UPDATE_FAILED_MAX_LENGTH);
   const now = new Date();
-  await core.patchNodeStatus(
-    {
-      name: nodeName,
-      body: {
-        status: {
-          conditions: [
-            {
-              type: UPDATE_FAILED_CONDITION,
-              status: reason === undefined ? 'False' : 'True',
-              reason: reason === undefined ? 'UpdateSucceeded' : 'UpdateFailed',
-              message,
-              lastHeartbeatTime: now,
-              lastTransitionTime: now,
-            },
-          ],
-        },
-      },
-    },
-    strategicMergePatch,
-  );
+  const mark: V1NodeCondition = {
+    type: UPDATE_FAILED_CONDITION,
+    status: reason === undefined ? 'False' : 'True',
+    reason: reason === undefined ? 'UpdateSucceeded' : 'UpdateFailed',
+    message,
+    lastHeartbeatTime: now,
+    lastTransitionTime: now,
+  };
+  try {
+    await core.patchNodeStatus({ name: nodeName, body: { status: { conditions: [mark] } } }, strategicMergePatch);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    // The node was just read, so this server routes no `status` subresource: CAPD's in-memory
+    // API server (real CAPI tier), which stores status written through the object and merges
+    // lists whole. Write the full list there; a real API server never gets here.
+    const others = (node.status?.conditions ?? []).filter((c) => c.type !== UPDATE_FAILED_CONDITION);
+    await core.patchNode({ name: nodeName, body: { status: { conditions: [...others, mark] } } }, mergePatch);
+  }
   await core.patchNode(
     {
       name: nodeName,

@@ -33,6 +33,7 @@ export interface KubeObject {
     name: string;
     namespace?: string;
     uid: string;
+    generation?: number;
     annotations?: Record<string, string>;
     labels?: Record<string, string>;
     deletionTimestamp?: string;

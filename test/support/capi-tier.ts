@@ -6,6 +6,10 @@
 // As config/default deploys it, the extension requires a client certificate
 // (mutual TLS, an allow-list of CAPI's subjects) and CAPI's core and KCP managers
 // present theirs (the test PKI's), so every hook call in this tier is authenticated.
+// In-place updates go through the `management` executor (docs/node-upgrade-request.md):
+// the test bed installs the NodeUpgradeRequest CRD into the management cluster as
+// config/default does, and the tests start a stand-in upgrader (capi-node-upgrader.ts) for CAPD's
+// in-memory machines; the drain leaves CAPD's fake static pods alone (drainSkipPodSelector).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,6 +18,17 @@ import { CAPI_CORE_CLIENT_SUBJECT, CAPI_KCP_CLIENT_SUBJECT, testPki } from './pk
 
 /** The ExtensionConfig name: handler names CAPI sees are `<handler>.<this>`. */
 export const EXTENSION_NAME = 'capi-uo';
+/** Where node upgraders keep their Leases (the extension's NODE_UPGRADER_NAMESPACE; config/rbac's namespace). */
+export const UPGRADER_NAMESPACE = 'capi-upgrade-orchestrator-system';
+/**
+ * The ExtensionConfig's settings: in-place updates through a management-cluster upgrader;
+ * CAPD's in-memory control-plane "static pods" are plain pods (no mirror annotation), so
+ * the drain skips them by label as a platform team would for such pods.
+ */
+export const EXTENSION_SETTINGS = [
+  'nodeUpgradeExecutor=management',
+  'drainSkipPodSelector=tier=control-plane,component in (etcd,kube-apiserver,kube-controller-manager,kube-scheduler)',
+];
 
 export interface CapiTierEnv {
   /** scripts/capi.sh's capi.json: management kubeconfig, kubectl, managers. */
@@ -26,6 +41,8 @@ export interface CapiTierEnv {
   CAPI_TIER_HOOK_URL: string;
   /** The CA of its serving certificate. */
   CAPI_TIER_HOOK_CA_FILE: string;
+  /** The node upgraders' Lease namespace (NODE_UPGRADER_NAMESPACE). */
+  CAPI_TIER_UPGRADER_NAMESPACE: string;
 }
 
 export interface CapiTier {
@@ -36,14 +53,18 @@ export interface CapiTier {
 const ROOT = new URL('../../', import.meta.url).pathname;
 const CAPI_SCRIPT = join(ROOT, 'scripts/capi.sh');
 
-function script(args: string[], timeoutMs: number, env: Record<string, string> = {}): Promise<string> {
+function run(file: string, args: string[], timeoutMs = 120_000, env: Record<string, string> = {}): Promise<string> {
   return new Promise((resolve, reject) => {
     const options = { maxBuffer: 16 << 20, timeout: timeoutMs, env: { ...process.env, ...env } };
-    execFile('bash', args, options, (err, stdout, stderr) => {
-      if (err) reject(new Error(`bash ${args.join(' ')} failed (${err.message.split('\n')[0]}):\n${stderr}`));
+    execFile(file, args, options, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${file} ${args.join(' ')} failed (${err.message.split('\n')[0]}):\n${stderr}`));
       else resolve(stdout);
     });
   });
+}
+
+function script(args: string[], timeoutMs: number, env: Record<string, string> = {}): Promise<string> {
+  return run('bash', args, timeoutMs, env);
 }
 
 /** `make dev` minus the Makefile: node src/local/dev.ts with the ports and data dir given. */
@@ -72,6 +93,7 @@ async function startExtension(
       MANAGEMENT_KUBECONFIG: managementKubeconfig,
       TLS_CLIENT_CA_FILE: clientCaFile,
       HOOK_CLIENT_ALLOWED_SUBJECTS: `CN=${CAPI_CORE_CLIENT_SUBJECT},CN=${CAPI_KCP_CLIENT_SUBJECT}`,
+      NODE_UPGRADER_NAMESPACE: UPGRADER_NAMESPACE,
     },
   });
   // Bundling the workflows takes seconds, minutes on a loaded machine.
@@ -140,8 +162,33 @@ export async function startCapiTier(dir: string, testbedJson: string): Promise<C
     if (capi.status === 'rejected') throw capi.reason;
     if (started.status === 'rejected') throw started.reason;
     if (!extension) throw new Error('unreachable: the extension neither started nor failed');
+    const state = JSON.parse(readFileSync(join(capiDir, 'capi.json'), 'utf8')) as {
+      managementKubeconfig: string;
+      kubectl: string;
+    };
+    // One process plays the api and the worker (src/local/dev.ts) as the worker's ServiceAccount:
+    // it also needs the api's Role on the upgraders' Leases (config/rbac/api-role.yaml).
+    await run(state.kubectl, [
+      '--kubeconfig',
+      state.managementKubeconfig,
+      'create',
+      'rolebinding',
+      '-n',
+      UPGRADER_NAMESPACE,
+      'capi-tier-worker-reads-node-upgraders',
+      '--role=capi-upgrade-orchestrator-api-node-upgraders',
+      `--serviceaccount=${UPGRADER_NAMESPACE}:capi-upgrade-orchestrator-worker`,
+    ]);
     await script(
-      [CAPI_SCRIPT, 'register-extension', capiDir, EXTENSION_NAME, extension.hookUrl, extension.caFile],
+      [
+        CAPI_SCRIPT,
+        'register-extension',
+        capiDir,
+        EXTENSION_NAME,
+        extension.hookUrl,
+        extension.caFile,
+        ...EXTENSION_SETTINGS,
+      ],
       120_000,
     );
   } catch (err) {
@@ -156,6 +203,7 @@ export async function startCapiTier(dir: string, testbedJson: string): Promise<C
       CAPI_TIER_EXTENSION_NAME: EXTENSION_NAME,
       CAPI_TIER_HOOK_URL: extension.hookUrl,
       CAPI_TIER_HOOK_CA_FILE: extension.caFile,
+      CAPI_TIER_UPGRADER_NAMESPACE: UPGRADER_NAMESPACE,
     },
     stop,
   };
