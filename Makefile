@@ -7,13 +7,14 @@ SHELL := bash
 .DEFAULT_GOAL := help
 JEST := node --experimental-vm-modules --no-warnings=ExperimentalWarning node_modules/jest/bin/jest.js
 
-.PHONY: help dev test test-unit test-workflow test-e2e test-integration test-capi lint build bundle bench bench-fleet bench-vs-go bench-machine-updates clean check-fresh
+.PHONY: help dev test test-unit test-workflow test-e2e test-integration test-capi test-production lint build bundle bench bench-fleet bench-vs-go bench-machine-updates clean check-fresh
 
 help:
 	@echo "make dev        run Temporal dev server + worker + HTTPS hook server (Ctrl-C stops all)"
 	@echo "make test       lint, typecheck and every test tier (starts and stops what the tests need)"
 	@echo "make test-unit  the unit tier only (no services)"
 	@echo "make test-capi  the real-CAPI tier only: Cluster API's controllers drive the extension"
+	@echo "make test-production  the production-Temporal tier only: Temporal's services on PostgreSQL, 2 api + 2 worker processes"
 	@echo "make check-fresh  make test from a fresh clone of HEAD with empty tool and Go module caches (as a new machine)"
 	@echo "make bench      hook server latency/throughput benchmark"
 	@echo "make bench-fleet  500 clusters' hooks at 100 req/s against api, worker and Temporal as separate processes (BENCH_ARGS='--clusters 500 --rate 100')"
@@ -24,7 +25,7 @@ dev:
 	@source scripts/env.sh && exec node --disable-warning=ExperimentalWarning src/local/dev.ts
 
 test:
-	@source scripts/env.sh --lint --testbed --capi && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
+	@source scripts/env.sh --lint --testbed --capi --temporal-production && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
 
 check-fresh:
 	@bash scripts/check-fresh.sh
@@ -61,6 +62,9 @@ clean:
 
 test-integration:
 	@source scripts/env.sh --testbed && $(JEST) --ci --selectProjects integration
+
+test-production:
+	@source scripts/env.sh --testbed --temporal-production && $(JEST) --ci --selectProjects production
 
 # One scenario: make test-capi CAPI_TEST='abort between steps'
 test-capi:

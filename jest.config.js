@@ -1,4 +1,4 @@
-// Five tiers, one jest project each. Services a tier needs (Temporal dev
+// Six tiers, one jest project each. Services a tier needs (Temporal dev
 // server, prebuilt workflow bundle, Kubernetes test bed, Cluster API's
 // managers with the extension as `make dev` runs it) are started once per run
 // by test/support/global-setup.ts, only for the tiers selected.
@@ -19,7 +19,14 @@ function project(name) {
 
 /** @type {import('jest').Config} */
 export default {
-  projects: [project('unit'), project('workflow'), project('integration'), project('e2e'), project('capi')],
+  projects: [
+    project('unit'),
+    project('workflow'),
+    project('integration'),
+    project('e2e'),
+    project('capi'),
+    project('production'),
+  ],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   maxWorkers: 2,

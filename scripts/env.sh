@@ -6,6 +6,9 @@
 #   source scripts/env.sh --testbed  # also the Kubernetes test-bed binaries
 #   source scripts/env.sh --testbed --capi  # and the Cluster API managers (real-CAPI tier)
 #   source scripts/env.sh --lint     # also shellcheck (Debian's package when root)
+#   source scripts/env.sh --temporal-production  # also the Temporal server and PostgreSQL
+#                                    # (scripts/temporal-production.sh; exports TEMPORAL_SERVER_BIN,
+#                                    # TEMPORAL_SQL_TOOL, POSTGRES_BIN_DIR)
 # Nothing is downloaded except through the npm registry and the Go module proxy.
 
 CAPI_UO_CACHE="${CAPI_UO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-upgrade-orchestrator}"
@@ -13,6 +16,10 @@ export CAPI_UO_CACHE
 NODE_MAJOR=24
 TEMPORAL_CLI_VERSION=v1.5.1
 TCTL_VERSION=v1.18.4
+# The server release the CLI's dev server embeds (cli v1.5.1 → server v1.29.1);
+# docker-compose.yml pins the same (a unit test compares them).
+TEMPORAL_SERVER_VERSION=v1.29.1
+POSTGRES_MAJOR=15
 
 _uo_log() { printf '\033[2m[bootstrap]\033[0m %s\n' "$*" >&2; }
 _uo_die() { printf '[bootstrap] error: %s\n' "$*" >&2; return 1; }
@@ -46,8 +53,8 @@ _uo_deps() {
   fi
 }
 
-_uo_go_install() { # name version module-path
-  local name=$1 version=$2 pkg=$3 dir="$CAPI_UO_CACHE/tools/$1-$2"
+_uo_go_install() { # name version module-path [name go install gives the binary]
+  local name=$1 version=$2 pkg=$3 built=${4:-$1} dir="$CAPI_UO_CACHE/tools/$1-$2"
   if [ -x "$dir/$name" ]; then printf '%s\n' "$dir/$name"; return 0; fi
   command -v go >/dev/null || { _uo_die "'$name' is not on PATH and Go is not installed: install Go (1.24+) or put '$name' on PATH"; return 1; }
   mkdir -p "$CAPI_UO_CACHE/tools"
@@ -64,6 +71,7 @@ _uo_go_install() { # name version module-path
       rm -rf "$tmp"
       exit 1
     fi
+    if [ "$built" != "$name" ]; then mv "$tmp/$built" "$tmp/$name" || exit 1; fi
     rm -rf "$dir" && mv "$tmp" "$dir" || exit 1
     _uo_log "built $name in $((SECONDS - start))s"
   ) 8>"$CAPI_UO_CACHE/tools/.$name.lock" || { _uo_die "go install $pkg@$version failed"; return 1; }
@@ -111,6 +119,33 @@ _uo_shellcheck() {
   fi
 }
 
+# The Temporal server's services and its SQL tool, built from the Go module
+# proxy, and PostgreSQL from Debian's packages: the production-shaped Temporal.
+_uo_temporal_production() {
+  if [ -z "${TEMPORAL_SERVER_BIN:-}" ]; then
+    TEMPORAL_SERVER_BIN=$(_uo_go_install temporal-server "$TEMPORAL_SERVER_VERSION" go.temporal.io/server/cmd/server server) || return 1
+  fi
+  if [ -z "${TEMPORAL_SQL_TOOL:-}" ]; then
+    TEMPORAL_SQL_TOOL=$(_uo_go_install temporal-sql-tool "$TEMPORAL_SERVER_VERSION" go.temporal.io/server/cmd/tools/sql sql) || return 1
+  fi
+  export TEMPORAL_SERVER_BIN TEMPORAL_SQL_TOOL
+  if [ -z "${POSTGRES_BIN_DIR:-}" ]; then
+    POSTGRES_BIN_DIR="/usr/lib/postgresql/$POSTGRES_MAJOR/bin"
+    if [ ! -x "$POSTGRES_BIN_DIR/postgres" ]; then
+      if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        _uo_log "installing PostgreSQL $POSTGRES_MAJOR from Debian's packages"
+        { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "postgresql-$POSTGRES_MAJOR" >/dev/null 2>&1 ||
+          { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "postgresql-$POSTGRES_MAJOR" >/dev/null 2>&1; }; } ||
+          { _uo_die "apt-get install postgresql-$POSTGRES_MAJOR failed"; return 1; }
+      else
+        _uo_die "PostgreSQL $POSTGRES_MAJOR not found in $POSTGRES_BIN_DIR: install it (Debian/Ubuntu: apt-get install postgresql-$POSTGRES_MAJOR) or set POSTGRES_BIN_DIR"
+        return 1
+      fi
+    fi
+  fi
+  export POSTGRES_BIN_DIR
+}
+
 _uo_testbed() {
   local out
   out=$(bash scripts/tools-k8s.sh) || { _uo_die "building the Kubernetes test-bed binaries failed"; return 1; }
@@ -124,13 +159,14 @@ _uo_capi() {
 }
 
 _uo_main() {
-  local arg testbed="" capi="" lint=""
+  local arg testbed="" capi="" lint="" production=""
   for arg in "$@"; do
     case "$arg" in
       --testbed) testbed=1 ;;
       --capi) capi=1 ;;
       --lint) lint=1 ;;
-      *) _uo_die "unknown option $arg (expected --testbed, --capi, --lint)"; return 1 ;;
+      --temporal-production) production=1 ;;
+      *) _uo_die "unknown option $arg (expected --testbed, --capi, --lint, --temporal-production)"; return 1 ;;
     esac
   done
   if [ -n "$lint" ]; then _uo_shellcheck || return 1; fi
@@ -139,6 +175,7 @@ _uo_main() {
   _uo_temporal || return 1
   if [ -n "$testbed" ] || [ -n "$capi" ]; then _uo_testbed || return 1; fi
   if [ -n "$capi" ]; then _uo_capi || return 1; fi
+  if [ -n "$production" ]; then _uo_temporal_production || return 1; fi
 }
 
 _uo_main "$@"

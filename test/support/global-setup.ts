@@ -5,24 +5,34 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { startDevServer, type DevServer } from '../../src/local/temporal-dev-server.ts';
+import { startProductionTemporal, type ProductionTemporal } from '../../src/local/temporal-production.ts';
 import { startCapiTier, type CapiTier } from './capi-tier.ts';
 import { writeTestPki } from './pki.ts';
 import { temporalTiers } from './services.ts';
 
 declare global {
   var __capiTestServices:
-    { temporal?: DevServer; dir: string; testbed?: string; capiTestbed?: string; capi?: CapiTier } | undefined;
+    | {
+        temporal?: DevServer;
+        production?: ProductionTemporal;
+        dir: string;
+        testbed?: string;
+        capiTestbed?: string;
+        capi?: CapiTier;
+      }
+    | undefined;
 }
 
 export default async function globalSetup(): Promise<void> {
-  const selected = selectedProjects(process.argv) ?? ['unit', 'workflow', 'integration', 'e2e', 'capi'];
+  const selected = selectedProjects(process.argv) ?? ['unit', 'workflow', 'integration', 'e2e', 'capi', 'production'];
   const dir = mkdtempSync(join(tmpdir(), 'capi-uo-test-'));
   globalThis.__capiTestServices = { dir };
   process.env.TEST_PKI_FILE = join(dir, 'pki.json');
   writeTestPki(process.env.TEST_PKI_FILE);
   const needsTemporal = selected.some((p) => temporalTiers.includes(p));
   const needsCapi = selected.includes('capi');
-  if (!needsTemporal && !needsCapi) return;
+  const needsProduction = selected.includes('production');
+  if (!needsTemporal && !needsCapi && !needsProduction) return;
 
   const executable = process.env.TEMPORAL_CLI ?? 'temporal';
   const started = await Promise.allSettled([
@@ -30,13 +40,13 @@ export default async function globalSetup(): Promise<void> {
       ? startDevServer({ executable, dbFilename: join(dir, 'temporal.db'), logFile: join(dir, 'temporal.log') })
       : Promise.resolve(undefined),
     // Bundled once per run, not once per test file: webpack takes seconds.
-    needsTemporal
+    needsTemporal || needsProduction
       ? bundleWorkflowCode({
           workflowsPath: new URL('../../src/workflows/index.ts', import.meta.url).pathname,
           logger: quietLogger,
         })
       : Promise.resolve(undefined),
-    selected.includes('integration')
+    selected.includes('integration') || needsProduction
       ? startTestbed(join(dir, 'testbed')).then((testbedJson) => {
           globalThis.__capiTestServices!.testbed = join(dir, 'testbed');
           process.env.TESTBED_STATE = testbedJson;
@@ -52,6 +62,15 @@ export default async function globalSetup(): Promise<void> {
           Object.assign(process.env, capi.env);
         })
       : Promise.resolve(undefined),
+    // The production-shaped Temporal (its services on PostgreSQL) for the production tier.
+    needsProduction
+      ? startProductionTemporal({ stateDir: join(dir, 'temporal-production') }).then((production) => {
+          globalThis.__capiTestServices!.production = production;
+          process.env.PRODUCTION_TEMPORAL_ADDRESS = production.address;
+          process.env.PRODUCTION_TEMPORAL_NAMESPACE = production.namespace;
+          process.env.PRODUCTION_TEMPORAL_STATE = production.stateDir;
+        })
+      : Promise.resolve(undefined),
   ]);
   const [temporalResult, bundleResult] = started;
   if (temporalResult.status === 'fulfilled' && temporalResult.value)
@@ -62,16 +81,16 @@ export default async function globalSetup(): Promise<void> {
     await (await import('./global-teardown.ts')).default();
     throw failed.reason;
   }
-  if (temporalResult.status !== 'fulfilled' || bundleResult.status !== 'fulfilled') return;
-  const temporal = temporalResult.value;
-  const bundle = bundleResult.value;
-  if (!temporal || !bundle) return;
-  const bundlePath = join(dir, 'workflow-bundle.js');
-  writeFileSync(bundlePath, bundle.code);
+  process.env.TEST_SERVICES_DIR = dir;
+  if (bundleResult.status === 'fulfilled' && bundleResult.value) {
+    const bundlePath = join(dir, 'workflow-bundle.js');
+    writeFileSync(bundlePath, bundleResult.value.code);
+    process.env.TEST_WORKFLOW_BUNDLE = bundlePath;
+  }
+  const temporal = temporalResult.status === 'fulfilled' ? temporalResult.value : undefined;
+  if (!temporal) return;
   process.env.TEMPORAL_ADDRESS = temporal.address;
   process.env.TEMPORAL_NAMESPACE = temporal.namespace;
-  process.env.TEST_WORKFLOW_BUNDLE = bundlePath;
-  process.env.TEST_SERVICES_DIR = dir;
 }
 
 const TESTBED_SCRIPT = new URL('../../scripts/testbed.sh', import.meta.url).pathname;
@@ -88,8 +107,8 @@ async function startTestbed(state: string): Promise<string> {
   const missing = TESTBED_BINARIES.filter((name) => !process.env[name]);
   if (missing.length > 0) {
     throw new Error(
-      `the integration and capi tiers need the Kubernetes test bed, but ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} ` +
-        'not set: run them with `make test`, `make test-integration` or `make test-capi`, or `source scripts/env.sh --testbed --capi` first',
+      `the integration, capi and production tiers need the Kubernetes test bed, but ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} ` +
+        'not set: run them with `make test`, `make test-integration`, `make test-capi` or `make test-production`, or `source scripts/env.sh --testbed --capi --temporal-production` first',
     );
   }
   const env = { ...process.env, TESTBED_SUFFIX: `${process.pid}-${randomBytes(3).toString('hex')}` };

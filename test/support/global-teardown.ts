@@ -11,6 +11,7 @@ export default async function globalTeardown(): Promise<void> {
     services.testbed ? stopTestbed(services.testbed) : undefined,
     services.capiTestbed ? stopTestbed(services.capiTestbed) : undefined,
     services.temporal?.stop(),
+    services.production?.stop(),
   ]);
   if (!process.env.KEEP_TEST_SERVICES) rmSync(services.dir, { recursive: true, force: true });
 }

@@ -35,6 +35,15 @@ describe('docker-compose.yml', () => {
     expect(config.server.certFile).toBe('/tmp/k8s-webhook-server/serving-certs/tls.crt');
   });
 
+  it('pins the Temporal server and PostgreSQL the production tier tests (scripts/env.sh)', () => {
+    const envSh = readFileSync('scripts/env.sh', 'utf8');
+    const server = /^TEMPORAL_SERVER_VERSION=v(\S+)$/m.exec(envSh)?.[1];
+    const postgres = /^POSTGRES_MAJOR=(\S+)$/m.exec(envSh)?.[1];
+    expect(server).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(compose.services.temporal?.image).toBe(`temporalio/auto-setup:${server}`);
+    expect(compose.services.postgresql?.image).toBe(`postgres:${postgres}`);
+  });
+
   it('only depends on services it defines', () => {
     for (const service of Object.values(compose.services)) {
       const deps = Array.isArray(service.depends_on) ? service.depends_on : Object.keys(service.depends_on ?? {});
