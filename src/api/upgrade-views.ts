@@ -6,7 +6,8 @@
 //   whose entry is older than `maxStaleMs` reads the run again. The reads of
 //   concurrent polls go into one visibility List restricted to their workflow
 //   ids (`WorkflowId IN (...)`, at most `batchSize` ids, at most
-//   `maxListsInFlight` Lists at once: under load batches grow, calls do not).
+//   `maxListsInFlight` Lists at once and `maxListsPerSecond`, within the
+//   frontend's visibility rate limit: under load batches grow, calls do not).
 //   A poll costs at most one listed row; nothing is read between polls, so an
 //   idle process reads nothing. Concurrent reads of one upgrade share one read.
 // - A describe instead of a List row: for an upgrade this process wrote to in
@@ -61,6 +62,8 @@ export interface UpgradeViewsOptions {
   writeMemoryMs?: number;
   batchSize?: number;
   maxListsInFlight?: number;
+  /** Lists started per second at most (the frontend limits visibility calls per namespace: 10/s by default). */
+  maxListsPerSecond?: number;
   /** Bound of each map (entries, writes, reads waiting for a List). */
   maxEntries?: number;
   /** An entry unused this long is dropped. */
@@ -104,6 +107,8 @@ export class UpgradeViews {
   private listsInFlight = 0;
   private redescribesInFlight = 0;
   private flushScheduled = false;
+  /** When the next List may start (maxListsPerSecond). */
+  private nextListAt = 0;
   private listFailing = false;
   private sweeper: NodeJS.Timeout | undefined;
   private closed = false;
@@ -117,6 +122,7 @@ export class UpgradeViews {
       writeMemoryMs: 10_000,
       batchSize: 100,
       maxListsInFlight: 2,
+      maxListsPerSecond: 50,
       maxEntries: 20_000,
       idleMs: 60_000,
       ...options,
@@ -226,28 +232,35 @@ export class UpgradeViews {
     });
   }
 
-  /** The next List goes out after this turn of the event loop, with every read queued by then. */
+  /**
+   * The next List goes out after this turn of the event loop (or when the rate allows), with every
+   * read queued by then.
+   */
   private scheduleFlush(): void {
     if (this.flushScheduled || this.queued.size === 0 || this.listsInFlight >= this.opts.maxListsInFlight) return;
     this.flushScheduled = true;
-    setImmediate(() =>
+    const flush = () =>
       this.outside(() => {
         this.flushScheduled = false;
-        while (this.queued.size > 0 && this.listsInFlight < this.opts.maxListsInFlight) {
-          const batch = new Map<string, Waiting>();
-          for (const [id, waiting] of this.queued) {
-            if (batch.size >= this.opts.batchSize) break;
-            batch.set(id, waiting);
-            this.queued.delete(id);
-          }
-          this.listsInFlight++;
-          void this.list(batch).finally(() => {
-            this.listsInFlight--;
-            this.scheduleFlush();
-          });
+        if (this.queued.size === 0 || this.listsInFlight >= this.opts.maxListsInFlight) return;
+        if (Date.now() < this.nextListAt) return this.scheduleFlush();
+        this.nextListAt = Math.max(Date.now(), this.nextListAt) + 1000 / this.opts.maxListsPerSecond;
+        const batch = new Map<string, Waiting>();
+        for (const [id, waiting] of this.queued) {
+          if (batch.size >= this.opts.batchSize) break;
+          batch.set(id, waiting);
+          this.queued.delete(id);
         }
-      }),
-    );
+        this.listsInFlight++;
+        void this.list(batch).finally(() => {
+          this.listsInFlight--;
+          this.scheduleFlush();
+        });
+        this.scheduleFlush();
+      });
+    const wait = this.nextListAt - Date.now();
+    if (wait > 0) setTimeout(flush, wait);
+    else setImmediate(flush);
   }
 
   private async list(batch: Map<string, Waiting>): Promise<void> {

@@ -193,6 +193,21 @@ describe('UpgradeViews', () => {
     views.close();
   });
 
+  it('paces Lists within maxListsPerSecond: reads that come while the rate is spent share the next List', async () => {
+    const b = backend();
+    for (let i = 0; i < 10; i++) b.state.set(`u${i}`, running(`r${i}`, {}));
+    const views = new UpgradeViews({ describe: b.describe, listRunning: b.listRunning, maxListsPerSecond: 5 });
+    const reads = [views.get('u0')];
+    await sleep(5); // the first List has gone; the next may start 200 ms after it
+    for (let i = 1; i < 10; i++) {
+      reads.push(views.get(`u${i}`));
+      await new Promise((r) => setImmediate(r)); // each read in a turn of its own
+    }
+    expect((await Promise.all(reads)).map((r) => r?.runId)).toEqual(Array.from({ length: 10 }, (_, i) => `r${i}`));
+    expect(b.calls).toMatchObject({ list: 2, rows: 10, describe: 0 });
+    views.close();
+  });
+
   it('reads outside the hook call that started it (no inherited deadline or abort)', async () => {
     const hookContext = new AsyncLocalStorage<string>();
     const seen: (string | undefined)[] = [];
