@@ -14,8 +14,10 @@
 //   the last `writeMemoryMs` (our own writes drop the entry, and a List can still
 //   show the older memo), for ids no query can name, when the List fails, for a
 //   run the List no longer shows (it closed: how?), and once per `redescribeMs`
-//   (jittered) for each upgrade in use, because a List cannot tell a workflow
-//   task that keeps failing (a bug) from one that waits. At most `maxRedescribes`
+//   (jittered; 5 min: at CAPI's 10 s re-poll, one poll in 15-30) for each upgrade
+//   in use, because a List cannot tell a workflow task that keeps failing (a bug)
+//   from one that waits; a bug so found waits that long to show in the hook's
+//   answer (a write to the upgrade shows it at once). At most `maxRedescribes`
 //   of those at once: a burst of polls that find their entries due together (a
 //   restart) is read by List and described on later polls, never as a storm.
 // - An upgrade the List does not show running and that this process never saw
@@ -117,7 +119,7 @@ export class UpgradeViews {
   constructor(options: UpgradeViewsOptions) {
     this.opts = {
       maxStaleMs: 1_500,
-      redescribeMs: 60_000,
+      redescribeMs: 300_000,
       maxRedescribes: 4,
       writeMemoryMs: 10_000,
       batchSize: 100,
