@@ -63,7 +63,14 @@ import { Client, Connection } from '@temporalio/client';
 import { defaultHandlerName, type HookName } from '../src/api/contract.ts';
 import { hookPath } from '../src/api/hook-route.ts';
 import { policyKeys } from '../src/domain/policy-keys.ts';
-import { clusterUpgradeWorkflowId, type ClusterUpgradeInput, type HookCall } from '../src/model/cluster-upgrade.ts';
+import {
+  CLUSTER_UPGRADE_MEMO_KEY,
+  clusterUpgradeWorkflowId,
+  gateKey,
+  type ClusterUpgradeInput,
+  type ClusterUpgradeMemo,
+  type HookCall,
+} from '../src/model/cluster-upgrade.ts';
 import { policyHash, resolveUpgradePolicy } from '../src/domain/upgrade-policy.ts';
 import { ClusterName, ClusterNamespace, TargetVersion, UpgradePhase } from '../src/workflows/search-attributes.ts';
 import { cluster, sampleRequest } from '../test/support/capi-fixtures.ts';
@@ -313,6 +320,22 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
     log(`${running} of ${to} upgrade workflows running`);
     if (running < to) throw new Error(`only ${running} of ${to} upgrades exist after 300 s`);
     // Each workflow's first task must have run (the gate says "waiting for upgradeAt", not "queued").
+    if (options.seed === 'client') {
+      // Read from the memos (one paged List), not through the api: its views start cold, as after a restart.
+      const key = gateKey('BeforeClusterUpgrade', 'v1.33.0');
+      for (let waiting = 0, round = 0; ; round++) {
+        waiting = 0;
+        for await (const wf of client.workflow.list({ query, pageSize: 1000 })) {
+          const memo = wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
+          if (memo?.gates[key]?.message.includes('waiting for upgradeAt')) waiting++;
+        }
+        if (waiting >= to) break;
+        if (round >= 150) throw new Error(`only ${waiting} of ${to} upgrades wait for upgradeAt after 300 s`);
+        await new Promise((r) => setTimeout(r, 2_000));
+      }
+      log(`all ${to} gates waiting for upgradeAt ${UPGRADE_AT} (by their memos)`);
+      return;
+    }
     let pending = bodies.map((_, k) => k);
     let lastProblem = '';
     for (let round = 0; pending.length > 0 && round < 120; round++) {
