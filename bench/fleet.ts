@@ -74,7 +74,15 @@ import {
 import { policyHash, resolveUpgradePolicy } from '../src/domain/upgrade-policy.ts';
 import { ClusterName, ClusterNamespace, TargetVersion, UpgradePhase } from '../src/workflows/search-attributes.ts';
 import { cluster, sampleRequest } from '../test/support/capi-fixtures.ts';
-import { chainedPlanRequestBody, closedLoop, postHook, REQUEST_TIMEOUT_MS, type Phase, type Target } from './lib.ts';
+import {
+  chainedPlanRequestBody,
+  closedLoop,
+  percentile,
+  postHook,
+  REQUEST_TIMEOUT_MS,
+  type Phase,
+  type Target,
+} from './lib.ts';
 import { errorText, forEachLimit, openLoop, waitQuiet } from './lib/load.ts';
 import { MemorySampler } from './lib/proc.ts';
 import {
@@ -375,6 +383,13 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
       });
       results.push(result);
       repeatPolls.push({ clusters: size, result });
+      // Printed now too: a run stopped later (a time limit) still leaves this figure.
+      const sorted = Float64Array.from(result.phase.latencies).sort();
+      const apiMs = ([...result.threadCpu.api.values()].reduce((a, v) => a + v, 0) * 1000) / result.phase.requests;
+      log(
+        `  ${size} waiting: p50 ${percentile(sorted, 50).toFixed(1)} ms, p99 ${percentile(sorted, 99).toFixed(1)} ms, ` +
+          `${result.phase.errors} errors, api CPU ${apiMs.toFixed(3)} ms/poll, Temporal ${((result.threadCpu.temporal * 1000) / result.phase.requests).toFixed(2)} ms/poll`,
+      );
     }
 
     // ---- history of one waiting upgrade before and after 100 polls of its gate
