@@ -184,7 +184,8 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     const runs = await client.connection.withDeadline(Date.now() + SHARED_DESCRIBE_TIMEOUT_MS, () =>
       client.connection.withAbortSignal(new AbortController().signal, async () => {
         const all: ListedRun[] = [];
-        for await (const wf of client.workflow.list({ query, pageSize: workflowIds.length }))
+        // One more than can match: a full page would make the client ask for a next, empty one.
+        for await (const wf of client.workflow.list({ query, pageSize: workflowIds.length + 1 }))
           all.push({ workflowId: wf.workflowId, runId: wf.runId, memo: wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] });
         return all;
       }),
