@@ -24,7 +24,6 @@ import {
   getExternalWorkflowHandle,
   ParentClosePolicy,
   ChildWorkflowCancellationType,
-  patched,
   setHandler,
   startChild,
   upsertMemo,
@@ -49,9 +48,6 @@ import {
 } from './messages.ts';
 import { ClusterName, ClusterNamespace, machineUpdateSearchAttributes } from './search-attributes.ts';
 
-/** Slots workflows carry the cluster's search attributes (BeforeClusterDelete finds them). */
-export const MACHINE_UPDATE_SLOTS_ATTRIBUTES = 'machine-update-slots-attributes';
-
 const IDLE_BEFORE_END = '1 minute';
 const DEFAULT_LIVENESS_CHECK_MS = 2 * 60_000;
 /** Well below the 2,000 events we allow any history. */
@@ -65,12 +61,11 @@ const sameMachine = (a: MachineUpdateInput, b: MachineUpdateInput) =>
   a.machine.namespace === b.machine.namespace && a.machine.name === b.machine.name;
 
 export async function machineUpdateSlotsWorkflow(input: MachineUpdateSlotsInput): Promise<void> {
-  if (patched(MACHINE_UPDATE_SLOTS_ATTRIBUTES)) {
-    upsertSearchAttributes([
-      { key: ClusterNamespace, value: input.cluster.namespace },
-      { key: ClusterName, value: input.cluster.name },
-    ]);
-  }
+  // The cluster's search attributes: BeforeClusterDelete finds its slots workflow by them.
+  upsertSearchAttributes([
+    { key: ClusterNamespace, value: input.cluster.namespace },
+    { key: ClusterName, value: input.cluster.name },
+  ]);
   let limit = Math.max(1, input.limit);
   const holders = [...input.holders];
   const waiting = [...input.waiting];
@@ -244,3 +239,4 @@ export async function machineUpdateSlotsWorkflow(input: MachineUpdateSlotsInput)
     }
   }
 }
+
