@@ -156,6 +156,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
           credentials,
           ...(config.workflowBundlePath ? { workflowBundlePath: config.workflowBundlePath } : {}),
           tuning: config.worker,
+          ...(config.workerVersioning ? { versioning: config.workerVersioning } : {}),
         },
         {
           management,
@@ -166,6 +167,12 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
         },
       );
     workers = new WorkerHost(await newWorker(credentials));
+    const v = config.workerVersioning;
+    log.info(
+      v
+        ? `worker: Worker Deployment ${v.deploymentName}, build ${v.buildId} (new runs come once it is the current version)`
+        : 'worker: unversioned (no TEMPORAL_WORKER_BUILD_ID)',
+    );
     replaceWorker = async (next) => {
       try {
         workers?.replace(await newWorker(next));

@@ -14,6 +14,7 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
+import { setVersioningBehavior } from './versioning.ts';
 import type { UpgradeActivities } from '../activities/upgrade-types.ts';
 import type { ClusterUpgradeInput, ClusterUpgradeStatus } from '../model/cluster-upgrade.ts';
 import { gateKey, tooManyGatesMessage } from '../model/cluster-upgrade.ts';
@@ -146,3 +147,7 @@ async function hold(s: UpgradeState): Promise<'resume' | 'end'> {
   return 'resume';
 }
 
+// Worker Versioning: waits for days in maintenance windows, so it moves to the current build at its
+// next task (old builds drain). Every change must replay its histories (test/workflow/replay.test.ts)
+// or be patched().
+setVersioningBehavior('AUTO_UPGRADE', clusterUpgradeWorkflow);

@@ -31,6 +31,7 @@ import {
   workflowInfo,
   WorkflowIdReusePolicy,
 } from '@temporalio/workflow';
+import { setVersioningBehavior } from './versioning.ts';
 import {
   MACHINE_UPDATE_SLOTS_MEMO_KEY,
   type MachineUpdateInput,
@@ -240,3 +241,7 @@ export async function machineUpdateSlotsWorkflow(input: MachineUpdateSlotsInput)
   }
 }
 
+// Worker Versioning: lives as long as its cluster keeps updating machines (continuing as new), so
+// pinning would keep an old build up indefinitely; it moves to the current build. Its changes must
+// replay its histories or be patched(). The runs it starts go to the current build.
+setVersioningBehavior('AUTO_UPGRADE', machineUpdateSlotsWorkflow);

@@ -35,6 +35,7 @@ import {
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
+import { setVersioningBehavior } from './versioning.ts';
 import type { DrainOptions, MachineRef, MachineUpdateActivities } from '../activities/machine-update-types.ts';
 import { abortSignal, forceDrainSignal, machineUpdateStatusQuery, retrySignal, skipDrainSignal } from './messages.ts';
 import {
@@ -402,3 +403,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   }
 }
 
+// Worker Versioning: one node's update takes minutes; it finishes on the build it started on, so its
+// code may change freely with a new build id (no patch). A failed run waiting for `retry` keeps its
+// build up to FAILED_RETENTION (docs/worker-versioning.md).
+setVersioningBehavior('PINNED', machineUpdateWorkflow);
