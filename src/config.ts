@@ -101,6 +101,8 @@ export interface AppConfig {
   worker: WorkerTuning;
   /** TEMPORAL_WORKER_BUILD_ID (+ _DEPLOYMENT_NAME): the worker's Worker Deployment version; unset = unversioned. */
   workerVersioning?: WorkerVersioning;
+  /** WORKER_DRAIN_TIMEOUT (default 0 = off): a stopping versioned worker waits up to this for its pinned runs. */
+  workerDrainTimeoutMs: number;
   /**
    * HOOK_REQUEST_CHECKS (on|off, default on): check every request that starts or signals a workflow
    * against the management cluster first (src/api/request-checks.ts). Off only for a stack without one.
@@ -438,6 +440,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     ...notificationWebhook(),
     worker,
     ...(versioning.versioning ? { workerVersioning: versioning.versioning } : {}),
+    workerDrainTimeoutMs: versioning.drainTimeoutMs,
     requestChecks: requestChecks(),
     nodeUpgraderNamespace: nodeUpgraderNamespace(),
   };

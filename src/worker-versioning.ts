@@ -8,6 +8,7 @@
 // Off when no build id is set (`make dev`, the test tiers): the worker polls
 // unversioned, and a workflow change then needs patched() (or no running runs).
 import type { WorkerDeploymentOptions } from '@temporalio/worker';
+import { parseGoDuration } from './domain/durations.ts';
 
 export interface WorkerVersioning {
   deploymentName: string;
@@ -35,9 +36,16 @@ function fieldProblem(field: string, kind: 'deployment name' | 'build id'): stri
  */
 export function parseWorkerVersioning(env: Record<string, string | undefined>): {
   versioning?: WorkerVersioning;
+  /** WORKER_DRAIN_TIMEOUT: how long a stopping versioned worker waits for its pinned runs (0 = not at all). */
+  drainTimeoutMs: number;
   problems: string[];
 } {
   const problems: string[] = [];
+  const drainText = env.WORKER_DRAIN_TIMEOUT?.trim() || '0s';
+  const drain = parseGoDuration(drainText);
+  if (drain === undefined || drain > 24 * 3_600_000)
+    problems.push(`WORKER_DRAIN_TIMEOUT=${JSON.stringify(drainText)}: expected a duration up to 24h, such as 20m`);
+  const drainTimeoutMs = drain ?? 0;
   const buildId = env.TEMPORAL_WORKER_BUILD_ID?.trim() || undefined;
   const nameVariable = env.TEMPORAL_DEPLOYMENT_NAME?.trim()
     ? 'TEMPORAL_DEPLOYMENT_NAME'
@@ -45,10 +53,12 @@ export function parseWorkerVersioning(env: Record<string, string | undefined>): 
   const deploymentName = env[nameVariable]?.trim() || DEFAULT_DEPLOYMENT_NAME;
   const nameProblem = fieldProblem(deploymentName, 'deployment name');
   if (nameProblem) problems.push(`${nameVariable}=${JSON.stringify(deploymentName)}: ${nameProblem}`);
-  if (!buildId) return { problems };
+  if (!buildId) return { drainTimeoutMs, problems };
   const buildProblem = fieldProblem(buildId, 'build id');
   if (buildProblem) problems.push(`TEMPORAL_WORKER_BUILD_ID=${JSON.stringify(buildId)}: ${buildProblem}`);
-  return problems.length > 0 ? { problems } : { versioning: { deploymentName, buildId }, problems };
+  return problems.length > 0
+    ? { drainTimeoutMs, problems }
+    : { versioning: { deploymentName, buildId }, drainTimeoutMs, problems };
 }
 
 /**

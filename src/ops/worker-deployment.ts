@@ -4,7 +4,7 @@
 // Job (config/versioning, `node dist/ops/promote-worker-version.js`) and the
 // test harness. The same as `temporal worker deployment set-current-version`.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ConnectionLike } from '@temporalio/client';
+import type { Client, ConnectionLike } from '@temporalio/client';
 import { grpcStatus } from '../api/temporal-calls.ts';
 import type { WorkerVersioning } from '../worker-versioning.ts';
 
@@ -68,5 +68,51 @@ export async function promoteWorkerVersion(
       }
     }
     await sleep(options.pollMs ?? 1_000);
+  }
+}
+
+/** The open runs that need `version`'s workers: pinned to it and still running. */
+export function pinnedRunsQuery(version: WorkerVersioning): string {
+  return (
+    `TemporalWorkerDeploymentVersion = ${JSON.stringify(`${version.deploymentName}:${version.buildId}`)}` +
+    ` AND TemporalWorkflowVersioningBehavior = "Pinned" AND ExecutionStatus = "Running"`
+  );
+}
+
+export interface DrainOptions {
+  /** Give up (and let the worker stop) after this long. */
+  timeoutMs: number;
+  pollMs?: number;
+  /** While the build is still current, wait this long for a newer one to be made current (a rollout). */
+  settleMs?: number;
+}
+
+export type DrainOutcome = 'drained' | 'still-current' | 'timeout';
+
+/**
+ * A stopping worker of `version` waits here: while a newer build rolls out, its pods stop before
+ * the new build is current and before the runs pinned to this one have finished. Ends when no
+ * pinned run needs the build any more (`drained`), when it is still current after `settleMs` (a
+ * scale-down: other replicas serve it), or at the timeout. Errors count as "not yet".
+ */
+export async function waitForDrain(
+  client: Client,
+  version: WorkerVersioning,
+  options: DrainOptions,
+): Promise<DrainOutcome> {
+  const start = Date.now();
+  const deadline = start + options.timeoutMs;
+  const settleUntil = start + (options.settleMs ?? 30_000);
+  for (;;) {
+    try {
+      const current = await currentBuildId(client.connection, client.options.namespace, version.deploymentName);
+      if (current === version.buildId) {
+        if (Date.now() >= settleUntil) return 'still-current';
+      } else if ((await client.workflow.count(pinnedRunsQuery(version))).count === 0) return 'drained';
+    } catch {
+      // Temporal unreachable or busy: try again until the deadline.
+    }
+    if (Date.now() >= deadline) return 'timeout';
+    await sleep(options.pollMs ?? 5_000);
   }
 }

@@ -321,6 +321,11 @@ describe('config/default', () => {
     const dir = dirname(parseConfig(settings.data).temporal.tls!.certFile!);
     expect(secretAt(job, dir)?.secretName).toBe(secretAt(worker, dir)?.secretName);
     expect(j.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
+    // A stopping worker waits for its pinned runs, then 30 s for its activities: the kubelet must wait longer.
+    const drainMs = parseConfig({ ...settings.data, ...envOf(w) }).workerDrainTimeoutMs;
+    expect(drainMs).toBeGreaterThan(0);
+    const grace = (worker as PodSpec & { terminationGracePeriodSeconds?: number }).terminationGracePeriodSeconds ?? 30;
+    expect(grace * 1000).toBeGreaterThan(drainMs + 30_000);
   });
 
   it('admits CAPI to the hook port and only the monitoring namespace to the metrics ports (NetworkPolicy)', async () => {

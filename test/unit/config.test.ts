@@ -178,6 +178,14 @@ describe('Worker Versioning settings', () => {
     expect(parseConfig(env).workerVersioning?.deploymentName).toBe('capi-system/capi-uo-worker');
   });
 
+  it('waits for pinned runs on stop only when WORKER_DRAIN_TIMEOUT says how long', () => {
+    expect(parseConfig({}).workerDrainTimeoutMs).toBe(0);
+    expect(parseConfig({ WORKER_DRAIN_TIMEOUT: '20m' }).workerDrainTimeoutMs).toBe(20 * 60_000);
+    expect(() => parseConfig({ WORKER_DRAIN_TIMEOUT: 'soon' })).toThrow(
+      /WORKER_DRAIN_TIMEOUT="soon": expected a duration up to 24h, such as 20m/,
+    );
+  });
+
   it('refuses what Temporal would refuse, naming the variable', () => {
     const problems = (env: Record<string, string>) => {
       try {

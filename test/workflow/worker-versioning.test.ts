@@ -10,7 +10,12 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Client } from '@temporalio/client';
 import { decodeVersioningBehavior } from '@temporalio/common';
 import type { MachineUpdateInput, MachineUpdateStatus } from '../../src/model/machine-update.ts';
-import { currentBuildId, promoteWorkerVersion } from '../../src/ops/worker-deployment.ts';
+import {
+  currentBuildId,
+  pinnedRunsQuery,
+  promoteWorkerVersion,
+  waitForDrain,
+} from '../../src/ops/worker-deployment.ts';
 import { workerDeploymentOptions, type WorkerVersioning } from '../../src/worker-versioning.ts';
 import { stubs } from '../support/machine-update-workflow.ts';
 import { startTestWorker } from '../support/temporal.ts';
@@ -128,8 +133,20 @@ describe('worker versioning: a new build while runs are in flight', () => {
     expect(upgradeB.calls.health.length).toBeGreaterThan(0);
     expect(upgradeA.calls.health.length).toBe(healthChecksOnA);
 
+    // A stopping worker of A (a rolling update) waits for the run pinned to A; one of B (current) does not.
+    expect(await waitForDrain(h.client, buildB, { timeoutMs: 60_000, pollMs: 250, settleMs: 0 })).toBe('still-current');
+    await waitFor(
+      async () => (await h.client.workflow.count(pinnedRunsQuery(buildA))).count,
+      (n) => n === 1,
+    );
+    let drainedA: string | undefined;
+    const drainA = waitForDrain(h.client, buildA, { timeoutMs: 60_000, pollMs: 250 }).then((o) => (drainedA = o));
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(drainedA).toBeUndefined();
+
     // The pinned machine update finishes where it started: every step after the switch on A.
     nodeUpgradeHeld = false;
+    expect(await drainA).toBe('drained');
     const done = (await pinned.result()) as MachineUpdateStatus;
     expect(done.phase).toBe('Succeeded');
     expect(await versioningOf(h.client, pinned.workflowId)).toEqual({ buildId: 'build-a', behavior: 'PINNED' });
