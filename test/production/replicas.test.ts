@@ -5,7 +5,9 @@
 // test bed. One api and one worker are SIGKILLed mid-upgrade; the upgrade
 // still completes, each step once.
 import './../support/production-temporal.ts';
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
@@ -13,7 +15,15 @@ import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/
 import { hookPath } from '../../src/api/hook-route.ts';
 import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
 import { callHook } from '../support/capi-client.ts';
-import { cluster as clusterRequest } from '../support/capi-fixtures.ts';
+import { Watch } from '@kubernetes/client-node';
+import { machineUpdateWorkflowId } from '../../src/model/machine-update.ts';
+import { specHash } from '../../src/domain/in-place.ts';
+import {
+  cluster as clusterRequest,
+  infrastructureMachine,
+  machine as machineObject,
+} from '../support/capi-fixtures.ts';
+import { startStandInAgent } from '../support/machine-update-rig.ts';
 import { startExtensionProcess, type ExtensionProcess } from '../support/extension-process.ts';
 import {
   capiCluster,
@@ -26,6 +36,7 @@ import {
   kwokNode,
   managementApi,
   setKubeletVersion,
+  GROUP_LABEL,
   testbed,
   testGroup,
   workloadApi,
@@ -44,6 +55,9 @@ const FROM = 'v1.30.5';
 const STEPS = ['v1.31.14', 'v1.32.13', 'v1.33.0'];
 const TARGET = STEPS[STEPS.length - 1]!;
 const EventType = temporal.api.enums.v1.EventType;
+/** The workers' Worker Deployment build (a replacement runs the same image, so the same build). */
+const BUILD_ID = 'production-tier-a';
+const execFileAsync = promisify(execFile);
 /** BeforeClusterUpgrade's fields for the chained upgrade FROM → TARGET. */
 const bcu = {
   fromKubernetesVersion: FROM,
@@ -90,9 +104,44 @@ describe('two apis and two workers on the production-shaped Temporal', () => {
   const taskQueue = `production-${randomUUID()}`;
   const apis: ExtensionProcess[] = [];
   const workers: ExtensionProcess[] = [];
+  /** Every process started, killed or not: afterAll stops them even after a failed start. */
+  const all: ExtensionProcess[] = [];
   let client: Client;
   let closeClient: () => Promise<void>;
   let turn = 0;
+  let env: Record<string, string>;
+
+  const start = async (role: 'api' | 'worker'): Promise<ExtensionProcess> => {
+    const proc = await startExtensionProcess({
+      ...env,
+      ROLE: role,
+      ...(role === 'worker'
+        ? { MANAGEMENT_KUBECONFIG: testbed().workerKubeconfig, TEMPORAL_WORKER_BUILD_ID: BUILD_ID }
+        : {}),
+    });
+    all.push(proc);
+    // Generous: four processes start at once, on a machine the other tiers keep busy.
+    await proc.ready(150_000);
+    return proc;
+  };
+  /** SIGKILL, then a new process in its place, as a Deployment's controller would start one. */
+  const replace = async (victim: ExtensionProcess): Promise<void> => {
+    const list = apis.includes(victim) ? apis : workers;
+    victim.child.kill('SIGKILL');
+    await victim.exited();
+    list.splice(list.indexOf(victim), 1);
+    list.push(await start(list === apis ? 'api' : 'worker'));
+  };
+  /** The worker whose pid ran the last attempt of one of the run's pending activities. */
+  const workerRunning = async (workflowId: string): Promise<ExtensionProcess> => {
+    const pending = await waitFor(
+      async () => (await client.workflow.getHandle(workflowId).describe()).raw.pendingActivities ?? [],
+      (p) => p.some((a) => workers.some((w) => w.child.pid === pidOf(a.lastWorkerIdentity))),
+      60_000,
+    );
+    const pids = pending.map((a) => pidOf(a.lastWorkerIdentity));
+    return workers.find((w) => pids.includes(w.child.pid))!;
+  };
 
   /** One hook call, to the next live api in turn (a Service spreads CAPI's calls). */
   const call = async (name: string, uid: string, hook: HookName, fields: Record<string, unknown>) => {
@@ -120,26 +169,27 @@ describe('two apis and two workers on the production-shaped Temporal', () => {
   beforeAll(async () => {
     await createNamespace(mg.core, ns);
     ({ client, close: closeClient } = await testClient());
-    const common = {
+    env = {
       TEMPORAL_ADDRESS: requireEnv('PRODUCTION_TEMPORAL_ADDRESS'),
       TEMPORAL_NAMESPACE: requireEnv('PRODUCTION_TEMPORAL_NAMESPACE'),
       TEMPORAL_TASK_QUEUE: taskQueue,
       WORKFLOW_BUNDLE_PATH: requireEnv('TEST_WORKFLOW_BUNDLE'),
     };
-    const started = await Promise.all([
-      startExtensionProcess({ ...common, ROLE: 'api' }),
-      startExtensionProcess({ ...common, ROLE: 'api' }),
-      startExtensionProcess({ ...common, ROLE: 'worker', MANAGEMENT_KUBECONFIG: testbed().workerKubeconfig }),
-      startExtensionProcess({ ...common, ROLE: 'worker', MANAGEMENT_KUBECONFIG: testbed().workerKubeconfig }),
-    ]);
+    const started = await Promise.all([start('api'), start('api'), start('worker'), start('worker')]);
     apis.push(started[0], started[1]);
     workers.push(started[2], started[3]);
-    await Promise.all(started.map((p) => p.ready(60_000)));
-  });
+    // The workers are versioned as in production: the rollout Job's own program makes their build current.
+    const promoted = await execFileAsync(
+      process.execPath,
+      ['--disable-warning=ExperimentalWarning', 'src/ops/promote-worker-version.ts', '2m'],
+      { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, TEMPORAL_WORKER_BUILD_ID: BUILD_ID } },
+    );
+    expect(`${promoted.stdout}${promoted.stderr}`).toContain(BUILD_ID);
+  }, 320_000);
 
   afterAll(async () => {
-    for (const p of [...apis, ...workers]) p.kill();
-    await Promise.all([...apis, ...workers].map((p) => p.exited()));
+    for (const p of all) p.kill();
+    await Promise.all(all.map((p) => p.exited()));
     await closeClient?.();
     await mg.core.deleteNamespace({ name: ns }).catch(() => undefined);
   });
@@ -185,7 +235,7 @@ describe('two apis and two workers on the production-shaped Temporal', () => {
         30_000,
       ),
     ).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
-  });
+  }, 300_000);
 
   it('completes a chained upgrade driven through both apis although one api and one worker are SIGKILLed mid-upgrade, each step once', async () => {
     const name = 'chained';
@@ -213,19 +263,10 @@ describe('two apis and two workers on the production-shaped Temporal', () => {
       };
       expect(await call(name, uid, 'AfterControlPlaneUpgrade', after)).toMatchObject({ status: 'Success' });
       if (i === 1) {
-        // Mid-upgrade: the worker running the health check, and one api.
-        const pending = await waitFor(
-          async () => (await client.workflow.getHandle(workflowId).describe()).raw.pendingActivities ?? [],
-          (p) => p.some((a) => pidOf(a.lastWorkerIdentity) !== undefined),
-          60_000,
-        );
-        const pid = pending.map((a) => pidOf(a.lastWorkerIdentity)).find((p) => p !== undefined)!;
-        const victim = workers.find((w) => w.child.pid === pid);
-        expect(victim).toBeDefined();
-        victim!.child.kill('SIGKILL');
-        apis[0]!.child.kill('SIGKILL');
-        killed = { api: apis[0]!.child.pid!, worker: pid };
-        await Promise.all([victim!.exited(), apis[0]!.exited()]);
+        // Mid-upgrade: the worker running the health check, and one api; both replaced.
+        const victim = await workerRunning(workflowId);
+        killed = { api: apis[0]!.child.pid!, worker: victim.child.pid! };
+        await Promise.all([replace(victim), replace(apis[0]!)]);
       }
       for (const node of cp) await setKubeletVersion(wl.core, node, version);
       expect(await until(name, uid, 'AfterControlPlaneUpgrade', after)).toMatchObject({
@@ -253,6 +294,13 @@ describe('two apis and two workers on the production-shaped Temporal', () => {
       retryAfterSeconds: 0,
     });
 
+    // The run ends once its Events are recorded: one recorded by the killed worker holds the
+    // chain of later ones until its attempt times out (Events are best effort, in order).
+    await waitFor(
+      async () => (await client.workflow.getHandle(workflowId).describe()).status.name,
+      (status) => status !== 'RUNNING',
+      120_000,
+    );
     // Each step once: one gate opened per step, in order, and no activity scheduled twice
     // for the same input (a retry after the kill is an attempt of the same activity).
     const history = await client.workflow.getHandle(workflowId).fetchHistory();
@@ -276,6 +324,7 @@ describe('two apis and two workers on the production-shaped Temporal', () => {
       ...STEPS.flatMap((v) => [`BeforeControlPlaneUpgrade ${v}: done`, `AfterControlPlaneUpgrade ${v}: done`]),
       `BeforeWorkersUpgrade ${TARGET}: done`,
       `AfterWorkersUpgrade ${TARGET}: done`,
+      `AfterClusterUpgrade ${TARGET}: done`,
     ]);
     // Nothing but the (read-only) health check was scheduled twice with the same input.
     const writes = keys.filter((k) => !k.startsWith('checkClusterHealth:'));
@@ -288,5 +337,107 @@ describe('two apis and two workers on the production-shaped Temporal', () => {
     console.log(`activity attempts after the first: ${retried.length}; killed ${JSON.stringify(killed)}`);
     const described = await client.workflow.getHandle(workflowId).describe();
     expect(described.status.name).toBe('COMPLETED');
-  });
+    // It ran on the versioned build, auto-upgrade (a long cluster upgrade follows the current build).
+    const versioning = described.raw.workflowExecutionInfo?.versioningInfo;
+    expect(JSON.stringify(versioning)).toContain(BUILD_ID);
+    expect(versioning?.behavior).toBe(temporal.api.enums.v1.VersioningBehavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE);
+  }, 300_000);
+
+  it('updates machines in place through both apis with a worker SIGKILLed mid-update: no node cordoned or upgraded twice', async () => {
+    const name = 'inplace';
+    const from = 'v1.33.0';
+    const to = 'v1.33.1';
+    const nodes = [0, 1, 2, 3].map((i) => `${ns}-${name}-n${i}`);
+    const machines = nodes.map((_, i) => `${name}-m${i}`);
+    await createNodes(
+      wl.core,
+      nodes.map((n) => kwokNode(group, n, { kubeletVersion: from })),
+    );
+    await createCapiObject(mg.custom, capiCluster(name, ns, { version: from }));
+    await createKubeconfigSecret(mg.core, ns, name);
+    for (const [i, node] of nodes.entries())
+      await createCapiObject(
+        mg.custom,
+        capiMachine(machines[i]!, ns, { cluster: name, nodeName: node, version: from }),
+      );
+
+    // Every time a node goes from schedulable to cordoned.
+    const cordoned = new Map<string, number>();
+    const last = new Map<string, boolean>();
+    const nodeWatch = await new Watch(wl.kc).watch(
+      '/api/v1/nodes',
+      { labelSelector: `${GROUP_LABEL}=${group.name}` },
+      (_type: string, node: { metadata: { name: string }; spec?: { unschedulable?: boolean } }) => {
+        const now = node.spec?.unschedulable === true;
+        if (now && last.get(node.metadata.name) !== true)
+          cordoned.set(node.metadata.name, (cordoned.get(node.metadata.name) ?? 0) + 1);
+        last.set(node.metadata.name, now);
+      },
+      () => undefined,
+    );
+    // The node agent answers each request 5 s after it first sees it: long enough to kill mid-update.
+    const agent = startStandInAgent('kube-system', (firstSeen) => Date.now() - firstSeen > 5_000);
+    const settings = { nodeUpgradeExecutor: 'delegate', maxConcurrentMachineUpdates: '2' };
+    const request = (i: number) => {
+      const m = machineObject(machines[i]!, ns, to);
+      m.metadata.labels['cluster.x-k8s.io/cluster-name'] = name;
+      m.spec.clusterName = name;
+      const { bootstrap: _bootstrap, ...spec } = m.spec;
+      const desired = { machine: { ...m, spec }, infrastructureMachine: infrastructureMachine(machines[i]!, ns) };
+      return { apiVersion: HOOKS_API_VERSION, kind: 'UpdateMachineRequest', settings, desired };
+    };
+    const update = async (i: number): Promise<Answer> => {
+      const live = apis.filter((a) => a.child.exitCode === null && a.child.signalCode === null);
+      const res = await callHook<Answer>(
+        live[turn++ % live.length]!.hookUrl,
+        hookPath('UpdateMachine', defaultHandlerName('UpdateMachine')),
+        request(i),
+        { ca: testPki().ca.certPem, timeout: '10s' },
+      );
+      expect(res.statusCode).toBe(200);
+      return res.body;
+    };
+    try {
+      for (const i of machines.keys()) expect(await update(i)).toMatchObject({ status: 'Success' });
+      // Mid-update: a request is out and waiting for the agent; kill the worker on that run.
+      await waitFor(
+        async () => agent.seen.size,
+        (n) => n > 0,
+        60_000,
+      );
+      const first = [...agent.byNode.keys()][0]!;
+      const running = machineUpdateWorkflowId(
+        { namespace: ns, name: machines[nodes.indexOf(first)]! },
+        specHash(request(nodes.indexOf(first)).desired),
+      );
+      await replace(await workerRunning(running));
+      const answers = await Promise.all(
+        machines.map((_, i) =>
+          waitFor(
+            () => update(i),
+            (a) => a.status === 'Failure' || a.retryAfterSeconds === 0,
+            180_000,
+          ),
+        ),
+      );
+      for (const a of answers) expect(a).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    } finally {
+      await agent.stop();
+      nodeWatch.abort();
+    }
+    for (const node of nodes) {
+      expect({ node, requests: agent.byNode.get(node)?.size }).toEqual({ node, requests: 1 });
+      expect({ node, cordoned: cordoned.get(node) }).toEqual({ node, cordoned: 1 });
+      const n = await wl.core.readNode({ name: node });
+      expect({
+        node,
+        kubelet: n.status?.nodeInfo?.kubeletVersion,
+        unschedulable: n.spec?.unschedulable ?? false,
+      }).toEqual({
+        node,
+        kubelet: to,
+        unschedulable: false,
+      });
+    }
+  }, 300_000);
 });
