@@ -25,6 +25,11 @@ ENV NODE_OPTIONS="--max-semi-space-size=4 --max-old-space-size=256"
 # Rust core (tokio), V8's and libuv's threads left ~20 MiB of fragmented free memory resident
 # under the fleet benchmark. Two arenas cost no measurable throughput there.
 ENV MALLOC_ARENA_MAX=2
+# Worker Versioning: the worker registers as this build of its Worker Deployment
+# (docs/worker-versioning.md). Stamp every image: docker build --build-arg BUILD_ID=$(git rev-parse --short HEAD) .
+# Empty = unversioned workers.
+ARG BUILD_ID=""
+ENV TEMPORAL_WORKER_BUILD_ID=${BUILD_ID}
 ENV NODE_ENV=production \
     WORKFLOW_BUNDLE_PATH=/app/dist/workflow-bundle.js \
     HOOK_SERVER_PORT=9443

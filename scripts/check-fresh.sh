@@ -35,7 +35,7 @@ rc=0
 gocache="$(go env GOCACHE)"
 (
   cd "$work/repo"
-  env -u CAPI_UO_CACHE -u TEMPORAL_CLI -u TCTL_CLI -u GOFLAGS \
+  env -u CAPI_UO_CACHE -u TEMPORAL_CLI -u TCTL_CLI -u TEMPORAL_SERVER_BIN -u TEMPORAL_SQL_TOOL -u POSTGRES_BIN_DIR -u GOFLAGS \
     XDG_CACHE_HOME="$work/cache" GOCACHE="$gocache" GOMODCACHE="$work/gomod" GOPATH="$work/gopath" \
     PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -v 'capi-upgrade-orchestrator' | paste -sd: -)" \
     make test

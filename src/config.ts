@@ -10,6 +10,7 @@ import {
 } from './domain/node-binaries.ts';
 import { DEFAULT_NODE_UPGRADER_NAMESPACE } from './api/node-upgraders.ts';
 import type { TemporalConnectionSettings, TemporalTlsSettings } from './temporal-connection.ts';
+import { parseWorkerVersioning, type WorkerVersioning } from './worker-versioning.ts';
 import {
   defaultHandlerName,
   hookCatalog,
@@ -103,6 +104,10 @@ export interface AppConfig {
   /** Phase changes of cluster upgrades are POSTed here as CloudEvents (worker). */
   notificationWebhookUrl?: string;
   worker: WorkerTuning;
+  /** TEMPORAL_WORKER_BUILD_ID (+ _DEPLOYMENT_NAME): the worker's Worker Deployment version; unset = unversioned. */
+  workerVersioning?: WorkerVersioning;
+  /** WORKER_DRAIN_TIMEOUT (default 0 = off): a stopping versioned worker waits up to this for its pinned runs. */
+  workerDrainTimeoutMs: number;
   /**
    * HOOK_REQUEST_CHECKS (on|off, default on): check every request that starts or signals a workflow
    * against the management cluster first (src/api/request-checks.ts). Off only for a stack without one.
@@ -419,6 +424,8 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     };
   }
 
+  const versioning = parseWorkerVersioning(env);
+  problems.push(...versioning.problems);
   const config: AppConfig = {
     role: role as Role,
     logLevel: str('LOG_LEVEL', 'info'),
@@ -438,6 +445,8 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     nodeUpgradeJob: nodeUpgradeJob(),
     ...notificationWebhook(),
     worker,
+    ...(versioning.versioning ? { workerVersioning: versioning.versioning } : {}),
+    workerDrainTimeoutMs: versioning.drainTimeoutMs,
     requestChecks: requestChecks(),
     nodeUpgraderNamespace: nodeUpgraderNamespace(),
   };

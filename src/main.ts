@@ -39,6 +39,7 @@ import { createLogger, temporalSdkLogger, type Logger } from './log.ts';
 import { ensureSearchAttributes } from './temporal-setup.ts';
 import { WorkerHost } from './worker-host.ts';
 import { createWorker } from './worker.ts';
+import { waitForDrain } from './ops/worker-deployment.ts';
 
 export interface Running {
   hookServer?: HookServer;
@@ -163,6 +164,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
           credentials,
           ...(config.workflowBundlePath ? { workflowBundlePath: config.workflowBundlePath } : {}),
           tuning: config.worker,
+          ...(config.workerVersioning ? { versioning: config.workerVersioning } : {}),
         },
         {
           management,
@@ -173,6 +175,12 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
         },
       );
     workers = new WorkerHost(await newWorker(credentials));
+    const v = config.workerVersioning;
+    log.info(
+      v
+        ? `worker: Worker Deployment ${v.deploymentName}, build ${v.buildId} (new runs come once it is the current version)`
+        : 'worker: unversioned (no TEMPORAL_WORKER_BUILD_ID)',
+    );
     replaceWorker = async (next) => {
       try {
         workers?.replace(await newWorker(next));
@@ -214,6 +222,11 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
       recorder.close();
       lifecycle?.views.close();
       await replacing;
+      if (workers && config.workerVersioning && config.workerDrainTimeoutMs > 0) {
+        // A rollout: keep polling until no run pinned to this build needs it (docs/worker-versioning.md).
+        const outcome = await waitForDrain(client, config.workerVersioning, { timeoutMs: config.workerDrainTimeoutMs });
+        log.info(`worker: build ${config.workerVersioning.buildId} stopping (${outcome})`);
+      }
       workers?.shutdown();
       await workers?.done;
       gauges?.stop();

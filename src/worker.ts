@@ -13,6 +13,7 @@ import {
   type TemporalEndpoint,
   type TemporalCredentials,
 } from './temporal-connection.ts';
+import { workerDeploymentOptions, type WorkerVersioning } from './worker-versioning.ts';
 
 export interface WorkerConfig extends TemporalEndpoint {
   taskQueue: string;
@@ -23,6 +24,8 @@ export interface WorkerConfig extends TemporalEndpoint {
   /** Shut down gracefully within this time on SIGTERM (activities get cancelled after). */
   shutdownGraceTime?: string;
   tuning?: WorkerTuning;
+  /** Registers as this Worker Deployment version; unset = unversioned (src/worker-versioning.ts). */
+  versioning?: WorkerVersioning;
 }
 
 /** The workflows' entry file next to this module: `.ts` when run from source, `.js` from dist. */
@@ -58,6 +61,7 @@ export async function createWorker(config: WorkerConfig, deps: ActivityDeps = {}
     ...workflowSource(config.workflowBundlePath),
     activities: createActivities({ ...deps, upgradeWatch }),
     shutdownGraceTime: config.shutdownGraceTime ?? '30 seconds',
+    ...(config.versioning ? { workerDeploymentOptions: workerDeploymentOptions(config.versioning) } : {}),
     ...workerOptions,
   });
 }

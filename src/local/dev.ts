@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { parseConfig } from '../config.ts';
 import { run, stopOnSignals } from '../main.ts';
+import { promoteWorkerVersion } from '../ops/worker-deployment.ts';
 import { ensureDevServingCertificate } from './certs.ts';
 import { startDevServer } from './temporal-dev-server.ts';
 
@@ -50,6 +51,10 @@ async function dev(): Promise<void> {
   // Self-check: one workflow through client → server → worker → activity.
   const connection = await Connection.connect({ address: temporal.address });
   const client = new Client({ connection, namespace: temporal.namespace });
+  // Unversioned unless TEMPORAL_WORKER_BUILD_ID is given (to rehearse a rollout): then this build
+  // is made current at once, as config/versioning's Job does, or nothing would reach it.
+  const version = config.workerVersioning;
+  if (version) await promoteWorkerVersion(connection, temporal.namespace, version, { timeoutMs: 60_000, pollMs: 250 });
   const probe = await client.workflow.execute('heartbeatProbeWorkflow', {
     taskQueue: config.temporal.taskQueue,
     workflowId: `self-check-${Date.now()}`,
@@ -67,6 +72,7 @@ capi-upgrade-orchestrator is running (Ctrl-C stops everything)
   Serving CA         ${join(certDir, 'ca.crt')}${created ? '  (created now)' : ''}
   Client certs       ${config.server.clientCaFile ? `required (CA ${config.server.clientCaFile})` : 'not required: development only (config/default requires them)'}
   Data               ${dataDir}
+  Worker             ${version ? `Worker Deployment ${version.deploymentName}, build ${version.buildId} (current)` : 'unversioned (no TEMPORAL_WORKER_BUILD_ID)'}
   Self-check         ${JSON.stringify(probe)}
 
   Try: curl --cacert ${join(certDir, 'ca.crt')} -X POST ${hookUrl}/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery \\

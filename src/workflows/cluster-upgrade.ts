@@ -10,15 +10,14 @@ import {
   condition,
   continueAsNew,
   isCancellation,
-  patched,
   proxyActivities,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
+import { setVersioningBehavior } from './versioning.ts';
 import type { UpgradeActivities } from '../activities/upgrade-types.ts';
 import type { ClusterUpgradeInput, ClusterUpgradeStatus } from '../model/cluster-upgrade.ts';
 import { gateKey, tooManyGatesMessage } from '../model/cluster-upgrade.ts';
-import { clusterUpgradeWorkflowV1 } from './legacy/cluster-upgrade-v1.ts';
 import {
   abortSignal,
   clusterUpgradeStatusQuery,
@@ -28,16 +27,7 @@ import {
   updatePolicySignal,
 } from './messages.ts';
 import { releaseCapacity, runStep } from './cluster-upgrade/steps.ts';
-import { CONTINUE_AS_NEW_AT_EVENTS, iso, UpgradeState } from './cluster-upgrade/state.ts';
-
-/** Marks executions of this version: histories without it replay on the v1 code. */
-export const CLUSTER_UPGRADE_V2 = 'cluster-upgrade-v2';
-
-/** Marks executions that record Kubernetes Events on the Cluster. */
-export const CLUSTER_UPGRADE_EVENTS = 'cluster-upgrade-events';
-
-/** Marks executions that continue as new mid-step before their history reaches the limit. */
-export const CLUSTER_UPGRADE_BOUNDED_HISTORY = 'cluster-upgrade-bounded-history';
+import { iso, UpgradeState } from './cluster-upgrade/state.ts';
 
 // Events are best effort: a few quick tries, then the upgrade goes on without it.
 const eventActivities = proxyActivities<UpgradeActivities>({
@@ -52,14 +42,8 @@ async function settled(s: UpgradeState): Promise<void> {
 }
 
 export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promise<ClusterUpgradeStatus> {
-  if (!patched(CLUSTER_UPGRADE_V2)) return await clusterUpgradeWorkflowV1(input);
-  const s = new UpgradeState(
-    input,
-    patched(CLUSTER_UPGRADE_EVENTS) ? (e) => eventActivities.recordClusterEvent(e) : undefined,
-  );
+  const s = new UpgradeState(input, (e) => eventActivities.recordClusterEvent(e));
   const status = s.status;
-  if (patched(CLUSTER_UPGRADE_BOUNDED_HISTORY))
-    s.historyLimit = input.continueAsNewAtEvents ?? CONTINUE_AS_NEW_AT_EVENTS;
   const limit = input.continueAsNewAtEvents !== undefined ? { continueAsNewAtEvents: input.continueAsNewAtEvents } : {};
 
   setHandler(recordHookUpdate, (call) => s.accept(call), {
@@ -116,10 +100,8 @@ export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promis
       }
       continue;
     }
-    // Bounded runs continue as new mid-upgrade (the stopped step runs again there); older runs only between steps.
-    if (
-      s.historyLimit !== undefined ? s.historyFull() : s.queue.length === 0 && workflowInfo().continueAsNewSuggested
-    ) {
+    // Continue as new mid-upgrade before the history grows long (the stopped step runs again there).
+    if (s.historyFull()) {
       await settled(s);
       return await continueAsNew<typeof clusterUpgradeWorkflow>({
         cluster: status.cluster,
@@ -164,3 +146,8 @@ async function hold(s: UpgradeState): Promise<'resume' | 'end'> {
   s.resume();
   return 'resume';
 }
+
+// Worker Versioning: waits for days in maintenance windows, so it moves to the current build at its
+// next task (old builds drain). Every change must replay its histories (test/workflow/replay.test.ts)
+// or be patched().
+setVersioningBehavior('AUTO_UPGRADE', clusterUpgradeWorkflow);

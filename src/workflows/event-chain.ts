@@ -6,16 +6,14 @@ import { CancellationScope } from '@temporalio/workflow';
 
 export class EventChain<E> {
   private chain: Promise<void> = Promise.resolve();
-  private readonly record: ((event: E) => Promise<void>) | undefined;
+  private readonly record: (event: E) => Promise<void>;
 
-  /** `record` undefined: Events are off (a run started before they existed replays without them). */
-  constructor(record: ((event: E) => Promise<void>) | undefined) {
+  constructor(record: (event: E) => Promise<void>) {
     this.record = record;
   }
 
   add(event: E): void {
     const record = this.record;
-    if (!record) return;
     const previous = this.chain;
     this.chain = CancellationScope.nonCancellable(async () => {
       await previous;

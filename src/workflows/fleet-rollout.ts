@@ -16,6 +16,7 @@ import {
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
+import { setVersioningBehavior } from './versioning.ts';
 import type { FleetActivities } from '../activities/fleet-types.ts';
 import { checkRolloutInput, planRollout } from '../domain/fleet-rollout-plan.ts';
 import type { FleetRolloutInput, FleetRolloutStatus, RolloutCluster, SelectedCluster } from '../model/fleet-rollout.ts';
@@ -258,3 +259,7 @@ async function aborted(s: RolloutState): Promise<FleetRolloutStatus> {
   s.set('Aborted', `aborted: ${abort.reason}`);
   return s.status;
 }
+
+// Worker Versioning: a rollout lasts days (soaks, approvals): it moves to the current build at its
+// next task. Every change must replay its histories or be patched().
+setVersioningBehavior('AUTO_UPGRADE', fleetRolloutWorkflow);

@@ -2,6 +2,7 @@
 // activity → query → signal) without touching a cluster. `make dev` runs it
 // at start as a self-check; the harness test drives it the same way.
 import { condition, defineQuery, proxyActivities, setHandler } from '@temporalio/workflow';
+import { setVersioningBehavior } from './versioning.ts';
 import type { ProbeActivities } from '../activities/probe.ts';
 import { abortSignal } from './messages.ts';
 
@@ -33,3 +34,6 @@ export async function heartbeatProbeWorkflow(input: ProbeInput): Promise<ProbeSt
   state.phase = aborted ? 'Aborted' : 'Completed';
   return state;
 }
+
+// Worker Versioning: a short self-check; it finishes on the build it started on.
+setVersioningBehavior('PINNED', heartbeatProbeWorkflow);

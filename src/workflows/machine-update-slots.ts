@@ -24,7 +24,6 @@ import {
   getExternalWorkflowHandle,
   ParentClosePolicy,
   ChildWorkflowCancellationType,
-  patched,
   setHandler,
   startChild,
   upsertMemo,
@@ -32,6 +31,7 @@ import {
   workflowInfo,
   WorkflowIdReusePolicy,
 } from '@temporalio/workflow';
+import { setVersioningBehavior } from './versioning.ts';
 import {
   MACHINE_UPDATE_SLOTS_MEMO_KEY,
   type MachineUpdateInput,
@@ -49,9 +49,6 @@ import {
 } from './messages.ts';
 import { ClusterName, ClusterNamespace, machineUpdateSearchAttributes } from './search-attributes.ts';
 
-/** Slots workflows carry the cluster's search attributes (BeforeClusterDelete finds them). */
-export const MACHINE_UPDATE_SLOTS_ATTRIBUTES = 'machine-update-slots-attributes';
-
 const IDLE_BEFORE_END = '1 minute';
 const DEFAULT_LIVENESS_CHECK_MS = 2 * 60_000;
 /** Well below the 2,000 events we allow any history. */
@@ -65,12 +62,11 @@ const sameMachine = (a: MachineUpdateInput, b: MachineUpdateInput) =>
   a.machine.namespace === b.machine.namespace && a.machine.name === b.machine.name;
 
 export async function machineUpdateSlotsWorkflow(input: MachineUpdateSlotsInput): Promise<void> {
-  if (patched(MACHINE_UPDATE_SLOTS_ATTRIBUTES)) {
-    upsertSearchAttributes([
-      { key: ClusterNamespace, value: input.cluster.namespace },
-      { key: ClusterName, value: input.cluster.name },
-    ]);
-  }
+  // The cluster's search attributes: BeforeClusterDelete finds its slots workflow by them.
+  upsertSearchAttributes([
+    { key: ClusterNamespace, value: input.cluster.namespace },
+    { key: ClusterName, value: input.cluster.name },
+  ]);
   let limit = Math.max(1, input.limit);
   const holders = [...input.holders];
   const waiting = [...input.waiting];
@@ -244,3 +240,8 @@ export async function machineUpdateSlotsWorkflow(input: MachineUpdateSlotsInput)
     }
   }
 }
+
+// Worker Versioning: lives as long as its cluster keeps updating machines (continuing as new), so
+// pinning would keep an old build up indefinitely; it moves to the current build. Its changes must
+// replay its histories or be patched(). The runs it starts go to the current build.
+setVersioningBehavior('AUTO_UPGRADE', machineUpdateSlotsWorkflow);

@@ -31,17 +31,12 @@ import {
   CancellationScope,
   condition,
   isCancellation,
-  patched,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type {
-  DrainOptions,
-  MachineEventInput,
-  MachineRef,
-  MachineUpdateActivities,
-} from '../activities/machine-update-types.ts';
+import { setVersioningBehavior } from './versioning.ts';
+import type { DrainOptions, MachineRef, MachineUpdateActivities } from '../activities/machine-update-types.ts';
 import { abortSignal, forceDrainSignal, machineUpdateStatusQuery, retrySignal, skipDrainSignal } from './messages.ts';
 import {
   MACHINE_DELETED,
@@ -50,11 +45,10 @@ import {
   type MachineUpdateInput,
   type MachineUpdateStatus,
 } from '../model/machine-update.ts';
-import { machineUpdateWorkflowV1 } from './legacy/machine-update-v1.ts';
 import {
   failureReason,
   failureType,
-  localQuick,
+  localQuick as quick,
   preflightWithin,
   remoteQuick,
   retry,
@@ -64,25 +58,6 @@ import { MachineUpdateSlot } from './machine-update/slot.ts';
 import { MachineUpdateState } from './machine-update/state.ts';
 import { NodeName } from './search-attributes.ts';
 
-export const MACHINE_UPDATE_V2 = 'machine-update-v2';
-/** The quick Kubernetes calls as local activities: no server round trip per call (runs started before stay remote). */
-export const MACHINE_UPDATE_LOCAL_QUICK = 'machine-update-local-quick';
-/** The preflight waits here, bounded by preflightTimeout, for a Ready node and room under maxUnavailable. */
-export const MACHINE_UPDATE_PREFLIGHT_WAIT = 'machine-update-preflight-wait';
-/** Kubernetes Events on the Machine at each milestone (started, drained, upgraded, succeeded, failed, aborted). */
-export const MACHINE_UPDATE_EVENTS = 'machine-update-events';
-/** All four changes above, for runs started from now on. A new change gets its own patch, as before. */
-export const MACHINE_UPDATE_ALL_CHANGES = 'machine-update-all-changes-1';
-/** The above, and each milestone Event carried by the step activity that reaches it (step-events.ts). */
-export const MACHINE_UPDATE_ALL_CHANGES_2 = 'machine-update-all-changes-2';
-/** The above, and an abort once the executor started keeps the node cordoned and marked (never back in service). */
-export const MACHINE_UPDATE_ALL_CHANGES_3 = 'machine-update-all-changes-3';
-/**
- * The above, and the Machine carries cluster.x-k8s.io/skip-remediation from before the drain until
- * the node is back (a MachineHealthCheck must not replace it for the kubelet's restart); removed on
- * every exit, so a failed update's InPlaceUpdateFailed can be remediated.
- */
-export const MACHINE_UPDATE_SKIP_REMEDIATION = 'machine-update-skip-remediation';
 /** Backoff before a failed update may start over: base, 2×, 4× … at most 30× the base (1 minute by default). */
 export function retryBackoffMs(attempt: number, baseMs = 60_000): number {
   return Math.min(30, 2 ** Math.max(0, attempt - 1)) * baseMs;
@@ -93,23 +68,13 @@ const FAILED_RETENTION = '7 days';
 class Aborted extends Error {}
 
 export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<MachineUpdateStatus> {
-  // New runs take every change at once: one marker and one TemporalChangeVersion upsert, not four
-  // (each upsert is a visibility write). Runs started before ask for each change, as they did.
-  const holdsRemediation = patched(MACHINE_UPDATE_SKIP_REMEDIATION);
-  const abortKeepsNode = holdsRemediation || patched(MACHINE_UPDATE_ALL_CHANGES_3);
-  const eventsInSteps = abortKeepsNode || patched(MACHINE_UPDATE_ALL_CHANGES_2);
-  const current = eventsInSteps || patched(MACHINE_UPDATE_ALL_CHANGES);
-  if (!current && !patched(MACHINE_UPDATE_V2)) return await machineUpdateWorkflowV1(input);
-  // Preflight, cordon, uncordon, node conditions, cleanup: single API calls, cheapest run in the worker.
-  const quick = current || patched(MACHINE_UPDATE_LOCAL_QUICK) ? localQuick : remoteQuick;
-  const preflightWaits = input.preflightTimeoutMs !== undefined && (current || patched(MACHINE_UPDATE_PREFLIGHT_WAIT));
-  const recordsEvents = current || patched(MACHINE_UPDATE_EVENTS);
+  // Preflight, cordon, uncordon, node conditions, cleanup (`quick`): single API calls, run as local
+  // activities (no server round trip). Each milestone's Event rides on the step that reaches it.
   const state = new MachineUpdateState(input);
   const { status } = state;
-  const events = new MachineUpdateEvents(input, status, recordsEvents, eventsInSteps);
+  const events = new MachineUpdateEvents(input, status);
   const event = events.add.bind(events);
   const stepEvent = events.forStep.bind(events);
-  const carrying = (e: MachineEventInput | undefined) => (e ? { event: e } : {});
   const eventsRecorded = async () => {
     await events.settled();
   };
@@ -152,8 +117,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     try {
       return await stepScope.run(fn);
     } catch (err) {
-      // New runs: once an abort is asked for, the step ends as the abort whatever it ended with.
-      if (abortReason !== undefined && (abortKeepsNode || isCancellation(err))) throw new Aborted(abortReason);
+      // Once an abort is asked for, the step ends as the abort whatever it ended with.
+      if (abortReason !== undefined) throw new Aborted(abortReason);
       throw err;
     } finally {
       stepScope = undefined;
@@ -172,9 +137,9 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     startToCloseTimeout: input.nodeUpgradeTimeoutMs + 60_000,
     heartbeatTimeout: '10 seconds',
     retry,
-    // New runs wait for the upgrade to take its cancellation before stopping the executor: an
-    // upgradeNode still creating its Job must not race the stop (the SDK's default does not wait).
-    ...(abortKeepsNode ? { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED } : {}),
+    // Wait for the upgrade to take its cancellation before stopping the executor: an upgradeNode
+    // still creating its Job must not race the stop (the SDK's default does not wait).
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   });
 
   let cluster: MachineRef = { namespace: input.machine.namespace, name: input.clusterName };
@@ -189,7 +154,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     remediationHeld = false;
   };
   const succeededMessage = `updated in place to ${input.version}`;
-  /** The uncordon recorded MachineUpdateSucceeded (new runs; a node we did not cordon has no uncordon). */
+  /** The uncordon recorded MachineUpdateSucceeded (a node we did not cordon has no uncordon). */
   let succeededEventSent = false;
   const requestName = (attempt: number) =>
     `${input.machine.name}-${input.specHash}${attempt > 1 ? `-${attempt}` : ''}`.slice(0, 63).replace(/-+$/, '');
@@ -197,31 +162,27 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
   const attemptUpdate = async () => {
     await slot.acquire(state, () => abortReason !== undefined);
     checkpoint();
-    const pre = preflightWaits
-      ? await preflightWithin(input.machine, input.preflightTimeoutMs!, step, state)
-      : await step(() => quick.preflight({ machine: input.machine }));
+    const pre =
+      input.preflightTimeoutMs !== undefined
+        ? await preflightWithin(input.machine, input.preflightTimeoutMs, step, state)
+        : await step(() => quick.preflight({ machine: input.machine }));
     status.nodeName = pre.nodeName;
     cluster = { namespace: input.machine.namespace, name: pre.clusterName };
     upsertSearchAttributes([{ key: NodeName, value: pre.nodeName }]);
     const startedMessage = `updating node ${pre.nodeName} in place to ${input.version} (${input.executor} executor)`;
     const started = stepEvent('MachineUpdateStarted', startedMessage);
-    if (!started) event('MachineUpdateStarted', 'Normal', startedMessage);
 
     state.enter('Cordon', `cordoning node ${pre.nodeName}`);
-    const { wasUnschedulable } = await step(() =>
-      quick.cordon({ cluster, nodeName: pre.nodeName, ...carrying(started) }),
-    );
+    const { wasUnschedulable } = await step(() => quick.cordon({ cluster, nodeName: pre.nodeName, event: started }));
     if (!cordonedByUs) {
       status.wasCordoned = wasUnschedulable;
       cordonedByUs = !wasUnschedulable;
     }
 
     state.enter('Drain', `draining node ${pre.nodeName}`);
-    if (holdsRemediation) {
-      // From here until the node is back Ready and uncordoned, its kubelet may restart.
-      remediationHeld = true;
-      await step(() => quick.holdRemediation({ machine: input.machine }));
-    }
+    // From here until the node is back Ready and uncordoned, its kubelet may restart.
+    remediationHeld = true;
+    await step(() => quick.holdRemediation({ machine: input.machine }));
     const pdbForceDrainTimeoutMs = pre.pdbForceDrainTimeoutMs ?? input.pdbForceDrainTimeoutMs;
     // Unset in runs started before it existed: their drain options stay as they were.
     const skipPodSelector = pre.drainSkipPodSelector ?? input.drainSkipPodSelector;
@@ -247,10 +208,10 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
             nodeName: pre.nodeName,
             options,
             machine: input.machine,
-            ...carrying(drained),
+            event: drained,
           }),
         );
-        drainedEventSent = drained !== undefined;
+        drainedEventSent = true;
         break;
       } catch (err) {
         // Cancelled by skipDrain/forceDrain: go round; an abort was turned into Aborted by step().
@@ -292,17 +253,16 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
         nodeName: pre.nodeName,
         version: input.version,
         timeoutMs: input.nodeUpgradeTimeoutMs,
-        ...carrying(upgraded),
+        event: upgraded,
       }),
     );
     await quick.clearNodeUpdateFailed({ cluster, nodeName: pre.nodeName });
-    if (!upgraded) event('NodeUpgraded', 'Normal', upgradedMessage);
 
     if (cordonedByUs) {
       state.enter('Uncordon', `uncordoning node ${pre.nodeName}`);
       const done = stepEvent('MachineUpdateSucceeded', succeededMessage);
-      await quick.uncordon({ cluster, nodeName: pre.nodeName, ...carrying(done) });
-      succeededEventSent = done !== undefined;
+      await quick.uncordon({ cluster, nodeName: pre.nodeName, event: done });
+      succeededEventSent = true;
       cordonedByUs = false;
     }
     await releaseRemediation();
@@ -398,7 +358,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       if (!(err instanceof Aborted) && isCancellation(err)) abortReason ??= 'the workflow was cancelled';
       if (failureType(err) === MACHINE_DELETED) abortReason ??= failureReason(err);
       if (err instanceof Aborted || isCancellation(err) || failureType(err) === MACHINE_DELETED) {
-        if (abortKeepsNode && executorStarted && (await stopExecutor())) return await keepNode(abortReason);
+        if (executorStarted && (await stopExecutor())) return await keepNode(abortReason);
         await cleanUp(true);
         await releaseRemediation();
         state.aborted(abortReason ?? 'aborted');
@@ -430,7 +390,7 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
       }
       if (abortReason !== undefined) {
         // The failure left the node cordoned and marked: the abort does not give it back.
-        if (abortKeepsNode && touched && status.nodeName) return await keepNode(abortReason, true);
+        if (touched && status.nodeName) return await keepNode(abortReason, true);
         await cleanUp(true);
         state.aborted(abortReason);
         event('MachineUpdateAborted', 'Warning', `aborted: ${abortReason}`);
@@ -442,3 +402,8 @@ export async function machineUpdateWorkflow(input: MachineUpdateInput): Promise<
     }
   }
 }
+
+// Worker Versioning: one node's update takes minutes; it finishes on the build it started on, so its
+// code may change freely with a new build id (no patch). A failed run waiting for `retry` keeps its
+// build up to FAILED_RETENTION (docs/worker-versioning.md).
+setVersioningBehavior('PINNED', machineUpdateWorkflow);

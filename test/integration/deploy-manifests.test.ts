@@ -28,6 +28,8 @@ interface K8sObject {
 }
 interface Container {
   name: string;
+  image?: string;
+  command?: string[];
   args?: string[];
   env?: { name: string; value?: string }[];
   envFrom?: { configMapRef?: { name: string } }[];
@@ -301,6 +303,29 @@ describe('config/default', () => {
       (name) => secretAt(podSpec(one(objects, 'Deployment', name)), dir)?.secretName,
     );
     expect(secrets).toEqual(['capi-upgrade-orchestrator-api-temporal', 'capi-upgrade-orchestrator-worker-temporal']);
+  });
+
+  it('runs the worker versioned and makes its build current with a Job of the same image, deployment and identity', async () => {
+    const objects = await kustomize('default');
+    const settings = configMap(objects, 'capi-upgrade-orchestrator-settings');
+    const worker = podSpec(one(objects, 'Deployment', 'capi-upgrade-orchestrator-worker'));
+    const job = podSpec(one(objects, 'Job', 'capi-upgrade-orchestrator-promote-worker'));
+    const [w, j] = [worker.containers[0]!, job.containers[0]!];
+    // The image stamps the build id; both name the same Worker Deployment and pass the settings' checks.
+    const versioning = (c: Container) =>
+      parseConfig({ ...settings.data, ...envOf(c), TEMPORAL_WORKER_BUILD_ID: 'b1' }).workerVersioning;
+    expect(versioning(w)).toEqual({ deploymentName: 'capi-upgrade-orchestrator', buildId: 'b1' });
+    expect(versioning(j)).toEqual(versioning(w));
+    expect(j.image).toBe(w.image);
+    expect(j.command).toEqual(['node', 'dist/ops/promote-worker-version.js', '15m']);
+    const dir = dirname(parseConfig(settings.data).temporal.tls!.certFile!);
+    expect(secretAt(job, dir)?.secretName).toBe(secretAt(worker, dir)?.secretName);
+    expect(j.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
+    // A stopping worker waits for its pinned runs, then 30 s for its activities: the kubelet must wait longer.
+    const drainMs = parseConfig({ ...settings.data, ...envOf(w) }).workerDrainTimeoutMs;
+    expect(drainMs).toBeGreaterThan(0);
+    const grace = (worker as PodSpec & { terminationGracePeriodSeconds?: number }).terminationGracePeriodSeconds ?? 30;
+    expect(grace * 1000).toBeGreaterThan(drainMs + 30_000);
   });
 
   it('admits CAPI to the hook port and only the monitoring namespace to the metrics ports (NetworkPolicy)', async () => {

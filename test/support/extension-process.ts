@@ -51,12 +51,21 @@ export async function startExtensionProcess(env: Record<string, string>): Promis
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  // A jest worker that ends (or is force-exited after a timeout) takes its extension processes with it.
+  const reap = (): void => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  };
+  process.once('exit', reap);
+  child.once('exit', () => process.off('exit', reap));
   child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
   const opsUrl = `http://127.0.0.1:${opsPort}`;
   const exited = () =>
     new Promise<number | null>((resolve) =>
-      child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', (code) => resolve(code)),
+      // Ended already (by a code, or by a signal: then exitCode stays null): 'exit' will not fire again.
+      child.exitCode !== null || child.signalCode !== null
+        ? resolve(child.exitCode)
+        : child.once('exit', (code) => resolve(code)),
     );
   return {
     child,

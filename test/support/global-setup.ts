@@ -18,6 +18,7 @@ declare global {
         dir: string;
         testbed?: string;
         capiTestbed?: string;
+        productionTestbed?: string;
         capi?: CapiTier;
       }
     | undefined;
@@ -46,7 +47,7 @@ export default async function globalSetup(): Promise<void> {
           logger: quietLogger,
         })
       : Promise.resolve(undefined),
-    selected.includes('integration') || needsProduction
+    selected.includes('integration')
       ? startTestbed(join(dir, 'testbed')).then((testbedJson) => {
           globalThis.__capiTestServices!.testbed = join(dir, 'testbed');
           process.env.TESTBED_STATE = testbedJson;
@@ -62,7 +63,15 @@ export default async function globalSetup(): Promise<void> {
           Object.assign(process.env, capi.env);
         })
       : Promise.resolve(undefined),
-    // The production-shaped Temporal (its services on PostgreSQL) for the production tier.
+    // The production tier: a test bed of its own (its health checks read every node and PDB of
+    // the workload cluster, which the integration tier's tests make NotReady and block on
+    // purpose), and the production-shaped Temporal (its services on PostgreSQL).
+    needsProduction
+      ? startTestbed(join(dir, 'production-testbed')).then((testbedJson) => {
+          globalThis.__capiTestServices!.productionTestbed = join(dir, 'production-testbed');
+          process.env.PRODUCTION_TESTBED_STATE = testbedJson;
+        })
+      : Promise.resolve(undefined),
     needsProduction
       ? startProductionTemporal({ stateDir: join(dir, 'temporal-production') }).then((production) => {
           globalThis.__capiTestServices!.production = production;

@@ -10,6 +10,7 @@ export default async function globalTeardown(): Promise<void> {
   await Promise.allSettled([
     services.testbed ? stopTestbed(services.testbed) : undefined,
     services.capiTestbed ? stopTestbed(services.capiTestbed) : undefined,
+    services.productionTestbed ? stopTestbed(services.productionTestbed) : undefined,
     services.temporal?.stop(),
     services.production?.stop(),
   ]);

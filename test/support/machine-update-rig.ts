@@ -86,6 +86,8 @@ export async function createMachineUpdateRig(group: TestGroup, count: number): P
 export interface StandInAgent {
   /** Requests seen, by name, with when they were first seen. */
   seen: Map<string, number>;
+  /** Each node's requests, by uid: a request deleted and made again counts twice. */
+  byNode: Map<string, Set<string>>;
   /** Requests answered. */
   answered: Set<string>;
   /** Most requests waiting for an answer at one time. */
@@ -112,7 +114,13 @@ export function startStandInAgent(
   const custom = at.kc.makeApiClient(CustomObjectsApi);
   const ref = { group: NODE_UPGRADE_GROUP, version: NODE_UPGRADE_VERSION, plural: NODE_UPGRADE_PLURAL, namespace };
   const path = `/apis/${NODE_UPGRADE_GROUP}/${NODE_UPGRADE_VERSION}/namespaces/${namespace}/${NODE_UPGRADE_PLURAL}`;
-  const agent: StandInAgent = { seen: new Map(), answered: new Set(), maxPending: 0, stop: async () => {} };
+  const agent: StandInAgent = {
+    seen: new Map(),
+    byNode: new Map(),
+    answered: new Set(),
+    maxPending: 0,
+    stop: async () => {},
+  };
   /** Seen and not yet answered, by name. */
   const pending = new Map<string, NodeUpgradeRequest>();
   let running = true;
@@ -132,6 +140,9 @@ export function startStandInAgent(
           }
           if (type !== 'ADDED' && type !== 'MODIFIED') return;
           if (!agent.seen.has(name)) agent.seen.set(name, Date.now());
+          const uids = agent.byNode.get(req.spec.nodeName) ?? new Set<string>();
+          if (req.metadata.uid) uids.add(req.metadata.uid);
+          agent.byNode.set(req.spec.nodeName, uids);
           if (!agent.answered.has(name)) pending.set(name, req);
         },
         // Ended (the server closes watches now and then): open it again; ADDED replays what exists.

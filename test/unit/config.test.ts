@@ -153,6 +153,60 @@ describe('parseConfig', () => {
   });
 });
 
+describe('Worker Versioning settings', () => {
+  it('is off without a build id (make dev, the test tiers)', () => {
+    expect(parseConfig({}).workerVersioning).toBeUndefined();
+    expect(parseConfig({ TEMPORAL_WORKER_DEPLOYMENT_NAME: 'capi-uo' }).workerVersioning).toBeUndefined();
+  });
+
+  it('registers the build the image names, in the deployment the manifests name', () => {
+    expect(parseConfig({ TEMPORAL_WORKER_BUILD_ID: 'abc123' }).workerVersioning).toEqual({
+      deploymentName: 'capi-upgrade-orchestrator',
+      buildId: 'abc123',
+    });
+    expect(
+      parseConfig({ TEMPORAL_WORKER_BUILD_ID: 'abc123', TEMPORAL_WORKER_DEPLOYMENT_NAME: 'capi-uo' }).workerVersioning,
+    ).toEqual({ deploymentName: 'capi-uo', buildId: 'abc123' });
+  });
+
+  it("takes the Worker Controller's deployment name over ours", () => {
+    const env = {
+      TEMPORAL_WORKER_BUILD_ID: 'abc123',
+      TEMPORAL_WORKER_DEPLOYMENT_NAME: 'capi-uo',
+      TEMPORAL_DEPLOYMENT_NAME: 'capi-system/capi-uo-worker',
+    };
+    expect(parseConfig(env).workerVersioning?.deploymentName).toBe('capi-system/capi-uo-worker');
+  });
+
+  it('waits for pinned runs on stop only when WORKER_DRAIN_TIMEOUT says how long', () => {
+    expect(parseConfig({}).workerDrainTimeoutMs).toBe(0);
+    expect(parseConfig({ WORKER_DRAIN_TIMEOUT: '20m' }).workerDrainTimeoutMs).toBe(20 * 60_000);
+    expect(() => parseConfig({ WORKER_DRAIN_TIMEOUT: 'soon' })).toThrow(
+      /WORKER_DRAIN_TIMEOUT="soon": expected a duration up to 24h, such as 20m/,
+    );
+  });
+
+  it('refuses what Temporal would refuse, naming the variable', () => {
+    const problems = (env: Record<string, string>) => {
+      try {
+        parseConfig(env);
+        return [];
+      } catch (err) {
+        return (err as ConfigError).problems;
+      }
+    };
+    expect(problems({ TEMPORAL_WORKER_BUILD_ID: 'b', TEMPORAL_WORKER_DEPLOYMENT_NAME: 'capi.uo' })).toEqual([
+      'TEMPORAL_WORKER_DEPLOYMENT_NAME="capi.uo": a deployment name has no "." or ":"',
+    ]);
+    expect(problems({ TEMPORAL_WORKER_BUILD_ID: '__unversioned__' })).toEqual([
+      'TEMPORAL_WORKER_BUILD_ID="__unversioned__": a build id must not start with "__" (reserved by Temporal)',
+    ]);
+    expect(problems({ TEMPORAL_WORKER_BUILD_ID: 'x'.repeat(256) })).toEqual([
+      `TEMPORAL_WORKER_BUILD_ID="${'x'.repeat(256)}": a build id has at most 255 characters`,
+    ]);
+  });
+});
+
 describe('Go durations in ?timeout=', () => {
   it.each([
     ['10s', 10_000],

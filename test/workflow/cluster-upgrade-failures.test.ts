@@ -128,7 +128,7 @@ describe('cluster upgrade on a bad day', () => {
     expect(resumed).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     expect(h.activities.calls.health.length).toBe(2);
     expect((await status()).phase).toBe('Upgrading');
-    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-abort-mid-step-and-resume-with-events');
+    await recordHistoryIfAsked(h.client, h.workflowId, 'cluster-upgrade-abort-mid-step-and-resume');
   });
 
   it('aborts between steps: the next hook answers Failure (not "queued"), and resume picks up exactly there', async () => {
@@ -219,7 +219,7 @@ describe('cluster upgrade on a bad day', () => {
     expect(h.activities.calls.events.slice(failedAt + 1)).toContainEqual(
       expect.objectContaining({ reason: 'UpgradeStarted', message: `upgrade to ${TARGET} resumed` }),
     );
-    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-failed-and-retried-with-events');
+    await recordHistoryIfAsked(h.client, h.workflowId, 'cluster-upgrade-failed-and-retried');
   });
 
   it('a refused workload kubeconfig (an exec plugin) shows in BeforeClusterUpgrade, then fails the upgrade naming the field', async () => {
@@ -403,7 +403,7 @@ describe('cluster upgrade on a bad day', () => {
     const settled = await historyLength();
     for (let i = 0; i < 10; i++) await h.call('BeforeClusterUpgrade', bcu(), { annotations: soon });
     expect(await historyLength()).toBe(settled);
-    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-policy-changed-while-waiting-with-events');
+    await recordHistoryIfAsked(h.client, h.workflowId, 'cluster-upgrade-policy-changed-while-waiting');
   });
 
   it('waits for reserved capacity to be Ready, fails naming the MachineDeployment, and scales back at once', async () => {
@@ -441,7 +441,7 @@ describe('cluster upgrade on a bad day', () => {
     await h.pollUntilDone('AfterWorkersUpgrade', acpu(TARGET), { annotations });
     await h.pollUntilDone('AfterClusterUpgrade', acpu(TARGET), { annotations });
     expect(h.activities.calls).toMatchObject({ reserve: 2, release: 2 });
-    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-capacity-not-ready-then-retried-with-events');
+    await recordHistoryIfAsked(h.client, h.workflowId, 'cluster-upgrade-capacity-not-ready-then-retried');
   });
 
   it('scales reserved capacity back when aborted while waiting for it', async () => {

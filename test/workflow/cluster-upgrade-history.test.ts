@@ -95,7 +95,7 @@ describe('cluster upgrade history', () => {
     const final = (await current.query('status')) as ClusterUpgradeStatus;
     expect(final.waits?.[gateKey('BeforeClusterUpgrade', TARGET)]).toBeUndefined();
     expect(final.conditions.find((c) => c.type === 'PreHealthCheck')).toMatchObject({ status: 'True' });
-    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-bounded-history-continued-mid-wait', all[0]?.runId);
-    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-bounded-history-after-continue', all.at(-1)?.runId);
+    await recordHistoryIfAsked(h.client, h.workflowId, 'cluster-upgrade-continued-mid-wait', all[0]?.runId);
+    await recordHistoryIfAsked(h.client, h.workflowId, 'cluster-upgrade-after-continue', all.at(-1)?.runId);
   });
 });

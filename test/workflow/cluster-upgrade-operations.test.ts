@@ -51,7 +51,7 @@ describe('operating a cluster upgrade', () => {
       (a) => a.message?.includes('upgradeAt') ?? false,
     );
     expect(resumed).toEqual(waiting);
-    await recordHistoryIfAsked(h.client, wfId(), 'v2-abort-and-resume-with-events');
+    await recordHistoryIfAsked(h.client, wfId(), 'cluster-upgrade-abort-and-resume');
   });
 
   it('supersedes a running upgrade when BeforeClusterUpgrade names a new target', async () => {
@@ -71,7 +71,7 @@ describe('operating a cluster upgrade', () => {
     });
     const current = (await h.client.workflow.getHandle(wfId()).query('status')) as ClusterUpgradeStatus;
     expect(current.targetVersion).toBe(TARGET);
-    await recordHistoryIfAsked(h.client, wfId(), 'v2-superseded-with-events', firstRun.runId);
+    await recordHistoryIfAsked(h.client, wfId(), 'cluster-upgrade-superseded', firstRun.runId);
   });
 
   it('answers a repeat of the superseding call "waiting", not the old run\'s abort, while the old run winds down', async () => {
@@ -124,7 +124,7 @@ describe('operating a cluster upgrade', () => {
     const result = (await h.client.workflow.getHandle(wfId()).result()) as ClusterUpgradeStatus;
     expect(result).toMatchObject({ phase: 'Aborted', reason: 'cluster is being deleted', reservedCapacity: [] });
     expect(h.activities.calls.release).toBe(1);
-    await recordHistoryIfAsked(h.client, wfId(), 'v2-deleted-during-upgrade-with-events');
+    await recordHistoryIfAsked(h.client, wfId(), 'cluster-upgrade-deleted-during-upgrade');
   });
 
   it('keeps answering (blocking) while no worker runs, and never opens a gate on stale state', async () => {

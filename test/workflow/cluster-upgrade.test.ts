@@ -27,7 +27,7 @@ describe('cluster upgrade workflow through the hooks', () => {
   it('runs a chained upgrade v1.30 → v1.33 with capacity reservation, in CAPI order', async () => {
     await driveChainedUpgrade(h, { 'upgrades.capi-orchestrator.io/capacity-reservation': '1' });
     const result = (await handle().result()) as ClusterUpgradeStatus;
-    await recordHistoryIfAsked(h.client, h.workflowId, 'v2-chained-upgrade-with-capacity-and-events');
+    await recordHistoryIfAsked(h.client, h.workflowId, 'cluster-upgrade-chained-with-capacity');
     expect(result.phase).toBe('Upgraded');
     expect(result.history.map((e) => [e.version, e.phase])).toEqual(CP_PLAN.map((v) => [v, 'Upgraded']));
     const condition = (type: string) => result.conditions.find((c) => c.type === type);

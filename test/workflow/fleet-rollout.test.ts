@@ -7,6 +7,7 @@ import type { FleetRolloutInput, FleetRolloutStatus } from '../../src/model/flee
 import { rolloutClusters } from '../../src/ops/metrics.ts';
 import { refreshVisibilityGauges } from '../../src/ops/visibility-gauges.ts';
 import { FakeFleet, fakeFleetActivities } from '../support/fake-fleet.ts';
+import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { createTestWorker, testClient } from '../support/temporal.ts';
 import { waitFor } from '../support/wait.ts';
 import type { NativeConnection, Worker } from '@temporalio/worker';
@@ -71,6 +72,7 @@ describe('fleet rollout workflow', () => {
     const result = (await h.result()) as FleetRolloutStatus;
     expect(result.phase).toBe('Completed');
     expect(result.message).toBe('completed: 6 upgraded, 1 skipped, 0 failed');
+    await recordHistoryIfAsked(client, h.workflowId, 'fleet-rollout-waves');
     expect(result.waves.map((w) => [w.size, w.state])).toEqual([
       [1, 'done'],
       [2, 'done'],
@@ -127,6 +129,7 @@ describe('fleet rollout workflow', () => {
       [undefined, 'alice'],
       ['bob', undefined],
     ]);
+    await recordHistoryIfAsked(client, h.workflowId, 'fleet-rollout-approvals');
   });
 
   it('stops when more clusters of a wave fail than the budget allows, starting no further clusters', async () => {
@@ -188,6 +191,7 @@ describe('fleet rollout workflow', () => {
     const result = (await h.result()) as FleetRolloutStatus;
     expect(result.phase).toBe('Aborted');
     expect(result.message).toBe('aborted: bad canary');
+    await recordHistoryIfAsked(client, h.workflowId, 'fleet-rollout-paused-resumed-aborted');
     expect(fleet.aborted.length).toBeGreaterThan(0);
     expect(result.clusters.filter((c) => c.state === 'pending').length).toBeGreaterThan(0);
     for (const name of fleet.aborted)

@@ -92,7 +92,7 @@ describe('an abort once the node upgrade started', () => {
     // Final for this desired spec, and the same answer on every later call.
     expect(await h.call(body)).toEqual(answer);
     await expectKept(activities, h.idFor(body), h.name, 'on-call stop');
-    await recordHistoryIfAsked(h.client, h.idFor(body), 'v8-machine-update-aborted-after-executor');
+    await recordHistoryIfAsked(h.client, h.idFor(body), 'machine-update-aborted-after-executor');
   });
 
   it('by a newer desired spec: the older run keeps the node cordoned and marked; the newer run takes it over and gives it back when done', async () => {
@@ -175,7 +175,7 @@ describe('an abort once the node upgrade started', () => {
     ]);
     expect(activities.calls.stopNodeUpgrade).toBeUndefined();
     expect(activities.calls.cleanupNodeUpgrade).toBe(1);
-    await recordHistoryIfAsked(h.client, h.idFor(body), 'v8-machine-update-aborted-after-failure');
+    await recordHistoryIfAsked(h.client, h.idFor(body), 'machine-update-aborted-after-failure');
   });
 
   it('when the executor never started on the node (no Job yet, or no agent took the request): gives the node back', async () => {

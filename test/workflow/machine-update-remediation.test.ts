@@ -39,7 +39,7 @@ describe('skip-remediation on the Machine while it updates in place', () => {
     expect(activities.seen.releaseRemediation).toEqual([{ machine }]);
     expect(drainOptions(activities)).toEqual(['tier=control-plane']);
     await h.client.workflow.getHandle(h.idFor(body)).result();
-    await recordHistoryIfAsked(h.client, h.idFor(body), 'v9-machine-update-skip-remediation');
+    await recordHistoryIfAsked(h.client, h.idFor(body), 'machine-update-remediation-held');
   });
 
   it("drains with the Cluster's skip selector over the setting's", async () => {
@@ -76,7 +76,7 @@ describe('skip-remediation on the Machine while it updates in place', () => {
     expect(activities.calls.releaseRemediation).toBe(2);
     expect(steps(activities).at(-1)).toBe('releaseRemediation');
     await h.client.workflow.getHandle(h.idFor(body)).result();
-    await recordHistoryIfAsked(h.client, h.idFor(body), 'v9-machine-update-skip-remediation-failed-and-retried');
+    await recordHistoryIfAsked(h.client, h.idFor(body), 'machine-update-remediation-failed-and-retried');
   });
 
   /** Starts an update, aborts it once it reached `step`, and waits for UpdateMachine's Failure. */
@@ -114,6 +114,6 @@ describe('skip-remediation on the Machine while it updates in place', () => {
       'releaseRemediation',
     ]);
     await h.client.workflow.getHandle(h.idFor(body)).result();
-    await recordHistoryIfAsked(h.client, h.idFor(body), 'v9-machine-update-skip-remediation-aborted-after-executor');
+    await recordHistoryIfAsked(h.client, h.idFor(body), 'machine-update-remediation-aborted-after-executor');
   });
 });

@@ -85,8 +85,7 @@ describe('machine update workflow through UpdateMachine', () => {
     const keys = (activities.seen.recordMachineEvent as MachineEventInput[]).map((e) => e.key);
     expect(new Set(keys).size).toBe(4);
     expect(activities.seen.recordMachineEvent?.[0]).toMatchObject({ machine: { namespace: 'fleet-a', name } });
-    await recordHistoryIfAsked(client, idFor(body), 'v4-machine-update-events');
-    await recordHistoryIfAsked(client, idFor(body), 'v7-machine-update-events-in-steps');
+    await recordHistoryIfAsked(client, idFor(body), 'machine-update');
     expect(status.steps.map((s) => [s.type, s.status])).toEqual([
       ['Cordon', 'True'],
       ['Drain', 'True'],
@@ -180,8 +179,7 @@ describe('machine update workflow through UpdateMachine', () => {
     const names = (activities.seen.upgradeNode as { requestName: string }[]).map((i) => i.requestName);
     expect(new Set(names).size).toBe(2);
     await client.workflow.getHandle(idFor(body)).result();
-    await recordHistoryIfAsked(client, idFor(body), 'v4-machine-update-events-failed-and-retried');
-    await recordHistoryIfAsked(client, idFor(body), 'v7-machine-update-failed-and-retried');
+    await recordHistoryIfAsked(client, idFor(body), 'machine-update-failed-and-retried');
   });
 
   it('after a failure before the executor gives the node back, and starts over at once on the retry signal', async () => {
@@ -415,9 +413,9 @@ describe('machine update workflow through UpdateMachine', () => {
     await client.workflow.getHandle(idOf(a)).terminate('on-call cleanup');
     expect(await pollUntilDone(b)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     await client.workflow.getHandle(idOf(b)).result();
-    await recordHistoryIfAsked(client, idOf(b), 'v7-machine-update-started-when-let-in');
-    await recordHistoryIfAsked(client, idOf(c), 'v7-machine-update-aborted-while-queued');
-    await recordHistoryIfAsked(client, slotsId, 'v2-machine-update-slots');
+    await recordHistoryIfAsked(client, idOf(b), 'machine-update-started-when-let-in');
+    await recordHistoryIfAsked(client, idOf(c), 'machine-update-aborted-while-queued');
+    await recordHistoryIfAsked(client, slotsId, 'machine-update-slots');
     // c never ran a step; b ran once.
     expect(activities.calls.cordon).toBe(2);
   }, 60_000);
@@ -557,7 +555,7 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     expect(activities.calls.preflight).toBe(3);
     await client.workflow.getHandle(idFor(body)).result();
-    await recordHistoryIfAsked(client, idFor(body), 'v3-machine-update-preflight-wait');
+    await recordHistoryIfAsked(client, idFor(body), 'machine-update-preflight-wait');
   });
 
   it('fails naming the node when it stays NotReady past preflightTimeout, without touching it', async () => {

@@ -46,10 +46,10 @@ export class UpgradeState {
   /** Bumped by every policy change: waits wake on it and re-read the policy. */
   policyVersion = 0;
   /**
-   * Runs that bound their history: past this length the running step stops (as if interrupted)
-   * and the run continues as new, the step running again there. Undefined in runs started before.
+   * Past this history length the running step stops (as if interrupted) and the run continues as
+   * new, the step running again there.
    */
-  historyLimit: number | undefined;
+  readonly historyLimit: number;
   /** The step running now: an abort or a supersede cancels it, and with it any activity in flight. */
   private stepScope: CancellationScope | undefined;
   private currentStep: string | undefined;
@@ -59,9 +59,9 @@ export class UpgradeState {
   readonly events: EventChain<ClusterEventInput>;
   private eventSeq = 0;
 
-  /** `recordEvent` undefined: no Events (runs started before they existed). */
-  constructor(input: ClusterUpgradeInput, recordEvent?: (event: ClusterEventInput) => Promise<void>) {
+  constructor(input: ClusterUpgradeInput, recordEvent: (event: ClusterEventInput) => Promise<void>) {
     this.events = new EventChain(recordEvent);
+    this.historyLimit = input.continueAsNewAtEvents ?? CONTINUE_AS_NEW_AT_EVENTS;
     const first = input.firstCall;
     this.status = input.carried ?? {
       cluster: input.cluster,
@@ -198,9 +198,8 @@ export class UpgradeState {
     return this.abort !== undefined || this.superseding !== undefined || this.historyFull();
   }
 
-  /** Time to continue as new (only in runs that bound their history). */
+  /** Time to continue as new. */
   historyFull(): boolean {
-    if (this.historyLimit === undefined) return false;
     const info = workflowInfo();
     return info.historyLength >= this.historyLimit || info.continueAsNewSuggested;
   }

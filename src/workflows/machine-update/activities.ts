@@ -21,7 +21,7 @@ export const retry = {
   maximumInterval: '1 minute',
   maximumAttempts: 10,
 };
-/** Regular activities: runs started before local quick calls, and stopNodeUpgrade (its result, the Job's last log lines, shows in the Web UI). */
+/** A regular activity for stopNodeUpgrade: its result (the Job's last log lines) shows in the Web UI. */
 export const remoteQuick = proxyActivities<MachineUpdateActivities>({ startToCloseTimeout: '1 minute', retry });
 export const localQuick = proxyLocalActivities<MachineUpdateActivities>({ startToCloseTimeout: '1 minute', retry });
 export const localPreflight = proxyLocalActivities<MachineUpdateActivities>({

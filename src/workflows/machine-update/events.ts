@@ -1,8 +1,7 @@
-// The Kubernetes Events a machine update records on its Machine: beside the
-// steps, one after another (so they keep their order on the Machine), or, in
-// runs started since the Events rode on the steps, carried by the step
-// activity that reaches the milestone. Each is keyed by run, attempt and
-// reason, so retries add none.
+// The Kubernetes Events a machine update records on its Machine: each
+// milestone's carried by the step activity that reaches it, the rest beside
+// the steps, one after another (so they keep their order on the Machine).
+// Each is keyed by run, attempt and reason, so retries add none.
 import { workflowInfo } from '@temporalio/workflow';
 import type { MachineEventInput, MachineEventReason } from '../../activities/machine-update-types.ts';
 import type { MachineUpdateInput, MachineUpdateStatus } from '../../model/machine-update.ts';
@@ -13,14 +12,11 @@ export class MachineUpdateEvents {
   private readonly chain: EventChain<MachineEventInput>;
   private readonly input: MachineUpdateInput;
   private readonly status: MachineUpdateStatus;
-  private readonly inSteps: boolean;
 
-  /** `records`: the run records Events at all; `inSteps`: milestones ride on their steps. */
-  constructor(input: MachineUpdateInput, status: MachineUpdateStatus, records: boolean, inSteps: boolean) {
+  constructor(input: MachineUpdateInput, status: MachineUpdateStatus) {
     this.input = input;
     this.status = status;
-    this.inSteps = inSteps;
-    this.chain = new EventChain(records ? (e: MachineEventInput) => eventActivities.recordMachineEvent(e) : undefined);
+    this.chain = new EventChain((e: MachineEventInput) => eventActivities.recordMachineEvent(e));
   }
 
   private eventInput(reason: MachineEventReason, type: 'Normal' | 'Warning', message: string): MachineEventInput {
@@ -34,9 +30,9 @@ export class MachineUpdateEvents {
     this.chain.add(this.eventInput(reason, type, message));
   }
 
-  /** A milestone's Event for the step that reaches it to record; undefined when this run records it beside. */
-  forStep(reason: MachineEventReason, message: string): MachineEventInput | undefined {
-    return this.inSteps ? this.eventInput(reason, 'Normal', message) : undefined;
+  /** A milestone's Event for the step that reaches it to record. */
+  forStep(reason: MachineEventReason, message: string): MachineEventInput {
+    return this.eventInput(reason, 'Normal', message);
   }
 
   async settled(): Promise<void> {
