@@ -312,11 +312,24 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
     } else {
       log(`starting ${to - from} upgrades with the Temporal client (concurrency ${concurrency})...`);
       const started = performance.now();
+      // Each start is tried 3 times; every one settles before a failure ends the run (a start still
+      // retrying on a closed connection would crash the process without saying why).
+      const failed: string[] = [];
       await forEachLimit(
         Array.from({ length: to - from }, (_, k) => from + k),
         concurrency,
-        (i) => startWaiting(client, i),
+        async (i) => {
+          for (let attempt = 1; ; attempt++) {
+            try {
+              return await startWaiting(client, i);
+            } catch (err) {
+              if (attempt >= 3) return void failed.push(`upgrade ${i}: ${errorText(err)}`);
+              await new Promise((r) => setTimeout(r, 1_000));
+            }
+          }
+        },
       );
+      if (failed.length > 0) throw new Error(`${failed.length} upgrades did not start; first: ${failed[0]}`);
       const seconds = (performance.now() - started) / 1000;
       log(`  started ${to - from} in ${seconds.toFixed(1)} s (${((to - from) / seconds).toFixed(0)}/s)`);
     }
