@@ -17,7 +17,7 @@ help:
 	@echo "make test-production  the production-Temporal tier only: Temporal's services on PostgreSQL, 2 api + 2 worker processes"
 	@echo "make check-fresh  make test from a fresh clone of HEAD with empty tool and Go module caches (as a new machine)"
 	@echo "make bench      hook server latency/throughput benchmark"
-	@echo "make bench-fleet  500 clusters' hooks at 100 req/s against api, worker and Temporal as separate processes (BENCH_ARGS='--clusters 500 --rate 100')"
+	@echo "make bench-fleet  500 clusters' hooks at 100 req/s against api, worker and Temporal as separate processes (BENCH_ARGS='--clusters 500 --rate 100'; '--profile 10k --temporal production': 10,000 upgrades polled at 1,000 req/s on Temporal's services and PostgreSQL)"
 	@echo "make bench-vs-go  GenerateUpgradePlan: ours vs Cluster API's Go test extension, same client (BENCH_ARGS='--duration 10 --concurrency 32')"
 	@echo "make bench-machine-updates  200 KWOK nodes updated in place, limit 20 (BENCH_ARGS='--nodes 200 --limit 20 --delay 15')"
 
@@ -49,7 +49,7 @@ bench:
 	@source scripts/env.sh && node --disable-warning=ExperimentalWarning bench/hooks.ts
 
 bench-fleet:
-	@source scripts/env.sh && node --disable-warning=ExperimentalWarning bench/fleet.ts $(BENCH_ARGS)
+	@source scripts/env.sh $(if $(findstring production,$(BENCH_ARGS)),--temporal-production) && node --disable-warning=ExperimentalWarning bench/fleet.ts $(BENCH_ARGS)
 
 bench-vs-go:
 	@source scripts/env.sh && eval "$$(bash scripts/tools-capi.sh test-extension)" && node --disable-warning=ExperimentalWarning bench/upgrade-plan-vs-go.ts $(BENCH_ARGS)

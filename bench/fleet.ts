@@ -4,6 +4,16 @@
 //   source scripts/env.sh && node --disable-warning=ExperimentalWarning bench/fleet.ts \
 //     [--clusters 500] [--rate 100] [--duration 20] [--new-gates 1000] [--concurrency 64]
 //     [--connections 64] [--settle-timeout 180] [--log-level info] [--extension-root DIR]
+//     [--temporal dev|production] [--profile default|10k] [--seed hooks|client]
+//
+// --temporal production runs on the production-shaped Temporal (the server's four services on
+// PostgreSQL with SQL visibility, src/local/temporal-production.ts; `source scripts/env.sh
+// --temporal-production`) instead of the CLI's dev server. --profile 10k: 10,000 waiting
+// upgrades (--clusters) polled as CAPI re-polls them every 10 s (1,000 req/s), after the same
+// at 500 (50 req/s), so the api's CPU per poll at both sizes and their ratio show whether it
+// grows with the fleet; then new upgrades/s and new gates/s (classes 4b, 4c). Its upgrades are
+// started with the Temporal client (--seed client: a hook call per cluster is too slow to seed
+// 10,000); every poll measured still goes over HTTPS through the api, as CAPI's.
 //
 // --extension-root runs another checkout's src/ (e.g. `git archive` of main, with a node_modules
 // link) under the same driver: "before" and "after" figures from one script. BENCH_NODE_FLAGS
@@ -53,9 +63,26 @@ import { Client, Connection } from '@temporalio/client';
 import { defaultHandlerName, type HookName } from '../src/api/contract.ts';
 import { hookPath } from '../src/api/hook-route.ts';
 import { policyKeys } from '../src/domain/policy-keys.ts';
-import { clusterUpgradeWorkflowId } from '../src/model/cluster-upgrade.ts';
+import {
+  CLUSTER_UPGRADE_MEMO_KEY,
+  clusterUpgradeWorkflowId,
+  gateKey,
+  type ClusterUpgradeInput,
+  type ClusterUpgradeMemo,
+  type HookCall,
+} from '../src/model/cluster-upgrade.ts';
+import { policyHash, resolveUpgradePolicy } from '../src/domain/upgrade-policy.ts';
+import { ClusterName, ClusterNamespace, TargetVersion, UpgradePhase } from '../src/workflows/search-attributes.ts';
 import { cluster, sampleRequest } from '../test/support/capi-fixtures.ts';
-import { chainedPlanRequestBody, closedLoop, postHook, REQUEST_TIMEOUT_MS, type Phase, type Target } from './lib.ts';
+import {
+  chainedPlanRequestBody,
+  closedLoop,
+  percentile,
+  postHook,
+  REQUEST_TIMEOUT_MS,
+  type Phase,
+  type Target,
+} from './lib.ts';
 import { errorText, forEachLimit, openLoop, waitQuiet } from './lib/load.ts';
 import { MemorySampler } from './lib/proc.ts';
 import {
@@ -74,6 +101,10 @@ import { benchNodeFlags, startStack, type Stack } from './lib/stack.ts';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TASK_QUEUE = 'bench-fleet';
 const UPGRADE_AT = '2099-01-01T00:00:00Z';
+/** CAPI re-calls a blocking hook about every retryAfterSeconds (10 s for these gates). */
+const REPOLL_SECONDS = 10;
+/** The 10k profile's smaller fleet, for the CPU-per-poll ratio. */
+const BASELINE_CLUSTERS = 500;
 
 function parseOptions() {
   const { values } = parseArgs({
@@ -87,6 +118,9 @@ function parseOptions() {
       'settle-timeout': { type: 'string', default: '180' },
       'log-level': { type: 'string', default: 'info' },
       'extension-root': { type: 'string', default: ROOT },
+      temporal: { type: 'string', default: 'dev' },
+      profile: { type: 'string', default: 'default' },
+      seed: { type: 'string' },
     },
     strict: true,
   });
@@ -97,8 +131,23 @@ function parseOptions() {
       throw new Error(`--${name} ${JSON.stringify(raw)}: expected ${min}..${max}`);
     return n;
   };
+  const oneOf = <T extends string>(name: 'temporal' | 'profile' | 'seed', allowed: readonly T[], fallback: T): T => {
+    const raw = values[name] ?? fallback;
+    if (!(allowed as readonly string[]).includes(raw))
+      throw new Error(`--${name} ${JSON.stringify(raw)}: expected ${allowed.join(' or ')}`);
+    return raw as T;
+  };
+  const profile = oneOf('profile', ['default', '10k'] as const, 'default');
+  const tenK = profile === '10k';
+  // The 10k profile's figures are for CAPI's default re-poll: each cluster every 10 s.
+  if (tenK && values.clusters === '500') values.clusters = '10000';
+  const clusters = Math.round(number('clusters', 1, 100_000));
+  if (tenK && values.rate === '100') values.rate = String(clusters / REPOLL_SECONDS);
   return {
-    clusters: Math.round(number('clusters', 1, 100_000)),
+    profile,
+    temporal: oneOf('temporal', ['dev', 'production'] as const, 'dev'),
+    seed: oneOf('seed', ['hooks', 'client'] as const, tenK ? 'client' : 'hooks'),
+    clusters,
     rate: number('rate', 0.1, 10_000),
     durationSeconds: number('duration', 0.1, 600),
     newGates: Math.round(number('new-gates', 1, 100_000)),
@@ -155,6 +204,42 @@ const expect = {
   }) as Expectation,
 };
 
+/**
+ * Starts waiting upgrade `i` of the fleet as the api would on its first BeforeClusterUpgrade (same
+ * workflow id, input and search attributes), without the hook call: seeding 10,000 through the
+ * hooks takes longer than the benchmark may.
+ */
+async function startWaiting(client: Client, i: number): Promise<void> {
+  const c = fleetCluster(GROUP.waiting, i);
+  const resolved = resolveUpgradePolicy({ annotations: c.metadata.annotations });
+  if (!resolved.ok) throw new Error(resolved.message);
+  const request = sampleRequest('BeforeClusterUpgrade');
+  const firstCall: HookCall = {
+    hook: 'BeforeClusterUpgrade',
+    version: request.toKubernetesVersion,
+    targetVersion: request.toKubernetesVersion,
+    fromVersion: request.fromKubernetesVersion,
+    controlPlaneUpgrades: (request.controlPlaneUpgrades ?? []).map((u) => u.version),
+    workersUpgrades: (request.workersUpgrades ?? []).map((u) => u.version),
+    policy: resolved.policy,
+    policyHash: policyHash(resolved.policy),
+  };
+  const cluster = { namespace: c.metadata.namespace, name: c.metadata.name, uid: c.metadata.uid! };
+  const input: ClusterUpgradeInput = { cluster, firstCall };
+  await client.workflow.start('clusterUpgradeWorkflow', {
+    workflowId: clusterUpgradeWorkflowId(cluster),
+    taskQueue: TASK_QUEUE,
+    args: [input],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    typedSearchAttributes: [
+      { key: ClusterNamespace, value: cluster.namespace },
+      { key: ClusterName, value: cluster.name },
+      { key: TargetVersion, value: firstCall.targetVersion },
+      { key: UpgradePhase, value: 'Pending' },
+    ],
+  });
+}
+
 // ---------------------------------------------------------------- the run
 
 /**
@@ -188,52 +273,137 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
   const pids = { api: stack.api.pid, worker: stack.worker.pid, temporal: stack.temporal.pid };
   const memory = new MemorySampler(new Map(Object.entries(pids)));
   const quiet = async () => {
-    const settled = await waitQuiet(Object.values(pids), 0.3, options.settleTimeoutMs);
+    const settled = await waitQuiet(
+      [pids.api, pids.worker, ...Object.values(stack.temporalPids)],
+      0.3,
+      options.settleTimeoutMs,
+    );
     log(`  (${settled.quiet ? 'quiet' : 'STILL BUSY'} after ${settled.seconds.toFixed(0)} s)`);
     return settled;
   };
   const results: ClassResult[] = [];
   const ctx = { stack, pids, settle: quiet };
-  try {
-    // ---- N upgrades, each waiting at its BeforeClusterUpgrade gate
-    const waitingBodies = Array.from({ length: n }, (_, i) => bcu(GROUP.waiting, i));
-    log(`creating ${n} upgrades (first BeforeClusterUpgrade each, closed loop, concurrency ${concurrency})...`);
-    results.push(
-      await measure(ctx, '0. setup: first BeforeClusterUpgrade of each', `closed c=${concurrency}`, {
-        hook: 'BeforeClusterUpgrade',
-        run: (() => {
-          let next = 0;
-          return () =>
-            closedLoop(concurrency, 600, n, () =>
-              call('BeforeClusterUpgrade', waitingBodies[next++]!, expect.newUpgrade),
-            );
-        })(),
-      }),
-    );
+  const bodiesOf = (from: number, to: number) =>
+    Array.from({ length: to - from }, (_, k) => bcu(GROUP.waiting, from + k));
+  /** Upgrades from..to-1 of the fleet, each running and waiting for upgradeAt at its first gate. */
+  const seedWaiting = async (from: number, to: number) => {
+    const bodies = bodiesOf(from, to);
+    if (options.seed === 'hooks') {
+      log(
+        `creating ${to - from} upgrades (first BeforeClusterUpgrade each, closed loop, concurrency ${concurrency})...`,
+      );
+      results.push(
+        await measure(
+          ctx,
+          `0. setup: first BeforeClusterUpgrade of each (${from}..${to - 1})`,
+          `closed c=${concurrency}`,
+          {
+            hook: 'BeforeClusterUpgrade',
+            run: (() => {
+              let next = 0;
+              return () =>
+                closedLoop(concurrency, 600, bodies.length, () =>
+                  call('BeforeClusterUpgrade', bodies[next++]!, expect.newUpgrade),
+                );
+            })(),
+          },
+        ),
+      );
+    } else {
+      log(`starting ${to - from} upgrades with the Temporal client (concurrency ${concurrency})...`);
+      const started = performance.now();
+      // Each start is tried 3 times; every one settles before a failure ends the run (a start still
+      // retrying on a closed connection would crash the process without saying why).
+      const failed: string[] = [];
+      await forEachLimit(
+        Array.from({ length: to - from }, (_, k) => from + k),
+        concurrency,
+        async (i) => {
+          for (let attempt = 1; ; attempt++) {
+            try {
+              return await startWaiting(client, i);
+            } catch (err) {
+              if (attempt >= 3) return void failed.push(`upgrade ${i}: ${errorText(err)}`);
+              await new Promise((r) => setTimeout(r, 1_000));
+            }
+          }
+        },
+      );
+      if (failed.length > 0) throw new Error(`${failed.length} upgrades did not start; first: ${failed[0]}`);
+      const seconds = (performance.now() - started) / 1000;
+      log(`  started ${to - from} in ${seconds.toFixed(1)} s (${((to - from) / seconds).toFixed(0)}/s)`);
+    }
     const query = `WorkflowType = "clusterUpgradeWorkflow" AND ExecutionStatus = "Running" AND CapiClusterNamespace = "fleet-${GROUP.waiting}"`;
-    const deadline = Date.now() + 120_000;
+    const deadline = Date.now() + 300_000;
     let running = 0;
-    while ((running = (await client.workflow.count(query)).count) < n && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 500));
-    log(`${running} of ${n} upgrade workflows running`);
-    if (running < n) throw new Error(`only ${running} of ${n} upgrades exist after 120 s`);
+    while ((running = (await client.workflow.count(query)).count) < to && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 1_000));
+    log(`${running} of ${to} upgrade workflows running`);
+    if (running < to) throw new Error(`only ${running} of ${to} upgrades exist after 300 s`);
     // Each workflow's first task must have run (the gate says "waiting for upgradeAt", not "queued").
-    let pending = waitingBodies.map((_, i) => i);
+    if (options.seed === 'client') {
+      // Read from the memos (one paged List), not through the api: its views start cold, as after a restart.
+      const key = gateKey('BeforeClusterUpgrade', 'v1.33.0');
+      for (let waiting = 0, round = 0; ; round++) {
+        waiting = 0;
+        for await (const wf of client.workflow.list({ query, pageSize: 1000 })) {
+          const memo = wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
+          if (memo?.gates[key]?.message.includes('waiting for upgradeAt')) waiting++;
+        }
+        if (waiting >= to) break;
+        if (round >= 150) throw new Error(`only ${waiting} of ${to} upgrades wait for upgradeAt after 300 s`);
+        await new Promise((r) => setTimeout(r, 2_000));
+      }
+      log(`all ${to} gates waiting for upgradeAt ${UPGRADE_AT} (by their memos)`);
+      return;
+    }
+    let pending = bodies.map((_, k) => k);
     let lastProblem = '';
-    for (let round = 0; pending.length > 0 && round < 60; round++) {
+    for (let round = 0; pending.length > 0 && round < 120; round++) {
       const still: number[] = [];
-      await forEachLimit(pending, 16, async (i) => {
-        await call('BeforeClusterUpgrade', waitingBodies[i]!, expect.waiting).catch((err: unknown) => {
-          still.push(i);
+      await forEachLimit(pending, 16, async (k) => {
+        await call('BeforeClusterUpgrade', bodies[k]!, expect.waiting).catch((err: unknown) => {
+          still.push(k);
           lastProblem = errorText(err);
         });
       });
       pending = still;
-      if (pending.length > 0) await new Promise((r) => setTimeout(r, 1_000));
+      if (pending.length > 0) await new Promise((r) => setTimeout(r, 2_000));
     }
     if (pending.length > 0)
       throw new Error(`${pending.length} upgrades never answered "waiting for upgradeAt" (last: ${lastProblem})`);
-    log(`all ${n} gates waiting for upgradeAt ${UPGRADE_AT}`);
+    log(`all ${to} gates waiting for upgradeAt ${UPGRADE_AT}`);
+  };
+  try {
+    // ---- N upgrades, each waiting at its BeforeClusterUpgrade gate (the 10k profile: 500 first, polled, then the rest)
+    const waitingBodies = Array.from({ length: n }, (_, i) => bcu(GROUP.waiting, i));
+    const tenK = options.profile === '10k';
+    const repeatPolls: { clusters: number; result: ClassResult }[] = [];
+    let seeded = 0;
+    for (const size of tenK ? [Math.min(BASELINE_CLUSTERS, n), n] : [n]) {
+      await seedWaiting(seeded, size);
+      seeded = size;
+      if (!tenK) break;
+      await quiet();
+      const r = size / REPOLL_SECONDS;
+      const name = `2. repeat poll: BeforeClusterUpgrade of the ${size} waiting, each every ${REPOLL_SECONDS} s`;
+      log(`${name}, open ${r}/s...`);
+      const result = await measure(ctx, name, `open ${r}/s`, {
+        hook: 'BeforeClusterUpgrade',
+        run: () =>
+          openLoop(r, durationSeconds, (i) => call('BeforeClusterUpgrade', waitingBodies[i % size]!, expect.waiting)),
+        target: targets.p99AtMost(25),
+      });
+      results.push(result);
+      repeatPolls.push({ clusters: size, result });
+      // Printed now too: a run stopped later (a time limit) still leaves this figure.
+      const sorted = Float64Array.from(result.phase.latencies).sort();
+      const apiMs = ([...result.threadCpu.api.values()].reduce((a, v) => a + v, 0) * 1000) / result.phase.requests;
+      log(
+        `  ${size} waiting: p50 ${percentile(sorted, 50).toFixed(1)} ms, p99 ${percentile(sorted, 99).toFixed(1)} ms, ` +
+          `${result.phase.errors} errors, api CPU ${apiMs.toFixed(3)} ms/poll, Temporal ${((result.threadCpu.temporal * 1000) / result.phase.requests).toFixed(2)} ms/poll`,
+      );
+    }
 
     // ---- history of one waiting upgrade before and after 100 polls of its gate
     const first = fleetCluster(GROUP.waiting, 0).metadata;
@@ -309,14 +479,17 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
       },
     ];
     let atFleet: ReturnType<typeof memoryPeaks> | undefined;
-    for (const { name, load, ...spec } of classes) {
+    // The 10k profile measured its repeat polls above; of the rest it runs the rates of new upgrades and gates.
+    const run = tenK ? classes.filter((c) => c.name.startsWith('4b') || c.name.startsWith('4c')) : classes;
+    for (const { name, load, ...spec } of run) {
       // 4a and 4b start thousands of upgrades more than the fleet: the memory targets are for the fleet.
-      if (name.startsWith('4a')) atFleet = memoryPeaks(memory, pids);
+      if (name.startsWith(tenK ? '4b' : '4a')) atFleet = memoryPeaks(memory, pids);
       log(`${name}, ${load}...`);
       results.push(await measure(ctx, name, load, spec));
     }
     return {
       results,
+      repeatPolls,
       history,
       memory: memoryReport(memory, pids, atFleet),
       memoryBreakdown: await memoryBreakdown([stack.api, stack.worker]),
@@ -326,6 +499,28 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
     agent.destroy();
     await connection.close();
   }
+}
+
+/** The api's CPU per repeat poll at the small and the large fleet, their ratio, and where Temporal's CPU went. */
+function perPollRatio(polls: { clusters: number; result: ClassResult }[], stack: Stack): string {
+  const perPoll = (r: ClassResult) => {
+    const api = [...r.threadCpu.api.values()].reduce((a, v) => a + v, 0);
+    return (api * 1000) / Math.max(1, r.phase.requests);
+  };
+  const [small, large] = polls as [(typeof polls)[0], (typeof polls)[0]];
+  const ratio = perPoll(large.result) / perPoll(small.result);
+  const temporalPerPoll = (r: ClassResult) =>
+    Object.entries(r.threadCpu.temporalBy)
+      .map(([k, v]) => `${k} ${((v * 1000) / Math.max(1, r.phase.requests)).toFixed(2)}`)
+      .join(' / ');
+  return [
+    `api CPU per repeat poll (${stack.temporalKind === 'production' ? 'production-shaped Temporal' : 'dev server'}): ` +
+      `${perPoll(small.result).toFixed(3)} ms at ${small.clusters} waiting upgrades, ` +
+      `${perPoll(large.result).toFixed(3)} ms at ${large.clusters}: ratio ${ratio.toFixed(2)} ` +
+      `(target ≤ 1.2: ${ratio <= 1.2 ? 'met' : 'NOT met'})`,
+    `Temporal CPU per repeat poll, ms by component: at ${small.clusters}: ${temporalPerPoll(small.result)}; ` +
+      `at ${large.clusters}: ${temporalPerPoll(large.result)}`,
+  ].join('\n');
 }
 
 async function main(): Promise<number> {
@@ -350,6 +545,7 @@ async function main(): Promise<number> {
   try {
     const loadBefore = loadavg()[0] ?? 0;
     const started = await startStack({
+      temporal: options.temporal,
       extensionRoot: options.extensionRoot,
       taskQueue: TASK_QUEUE,
       logLevel: options.logLevel,
@@ -358,16 +554,18 @@ async function main(): Promise<number> {
       onStopper: (stopper) => (stack = stopper),
     });
     const outcome = await run(started, options, log);
+    const { repeatPolls, ...report } = outcome;
     console.log(
       classReport({
         commandLine,
         options,
         requestTimeoutMs: REQUEST_TIMEOUT_MS,
-        ...outcome,
+        ...report,
         stack: started,
         loadBefore,
       }),
     );
+    if (repeatPolls.length === 2) console.log(`\n${perPollRatio(repeatPolls, started)}`);
     return outcome.results.some((r) => r.phase.errors > 0) ? 1 : 0;
   } finally {
     await stopStack();

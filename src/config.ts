@@ -72,6 +72,11 @@ export interface OpsConfig {
 /** Where and how to reach Temporal (src/temporal-connection.ts), and the task queue. */
 export interface TemporalConfig extends TemporalConnectionSettings {
   taskQueue: string;
+  /**
+   * Visibility Lists per second the api may start for its upgrade views (TEMPORAL_VISIBILITY_LISTS_PER_SECOND,
+   * default 50): keep the replicas' sum within the frontend's `frontend.namespaceRPS.visibility`.
+   */
+  visibilityListsPerSecond: number;
 }
 
 /** Worker concurrency (Temporal WorkerOptions); unset = the SDK's defaults. */
@@ -430,6 +435,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       address: str('TEMPORAL_ADDRESS', '127.0.0.1:7233'),
       namespace: str('TEMPORAL_NAMESPACE', 'default'),
       taskQueue: str('TEMPORAL_TASK_QUEUE', 'capi-upgrade-orchestrator'),
+      visibilityListsPerSecond: int('TEMPORAL_VISIBILITY_LISTS_PER_SECOND', 50, 1, 10_000),
       ...temporalSecurity(),
       reloadIntervalMs: duration('TEMPORAL_CREDENTIALS_RELOAD_INTERVAL', 30_000, 1_000, 3_600_000),
     },

@@ -113,7 +113,14 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
   });
   const checks = apiRole ? requestChecks(config, log) : requestChecksOff;
   const lifecycle = apiRole
-    ? createClusterUpgradeHandlers({ client, taskQueue: config.temporal.taskQueue, checks, recorder, log })
+    ? createClusterUpgradeHandlers({
+        client,
+        taskQueue: config.temporal.taskQueue,
+        checks,
+        recorder,
+        log,
+        views: { maxListsPerSecond: config.temporal.visibilityListsPerSecond },
+      })
     : undefined;
   if (lifecycle) {
     const management = managementAccess(log);

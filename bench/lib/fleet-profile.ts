@@ -12,7 +12,11 @@ export interface ClassCpu {
   name: string;
   phase: { requests: number };
   /** CPU seconds over the class's window, by process and thread role. */
-  threadCpu: Record<'api' | 'worker', Map<string, number>> & { temporal: number };
+  threadCpu: Record<'api' | 'worker', Map<string, number>> & {
+    temporal: number;
+    /** Temporal's CPU seconds by component (dev server; or frontend, history, matching, worker, postgres). */
+    temporalBy: Record<string, number>;
+  };
   /** CPU seconds of the three processes while they settled after it (work left behind, idle costs). */
   leftBehindCpu: number;
   /** How long the processes took to go quiet after the class (quiet: false when they never did). */
@@ -67,6 +71,7 @@ export function cpuTable(results: ClassCpu[]): string {
       'api ms: ' + [...API_ROLES, 'other'].join(' / '),
       'worker ms: ' + [...WORKER_ROLES, 'other'].join(' / '),
       'temporal ms',
+      'temporal ms by component',
       'total ms',
       `ceiling on ${availableParallelism()} cores /s`,
       'settling: CPU s in s',
@@ -88,12 +93,15 @@ export function cpuTable(results: ClassCpu[]): string {
       api.text,
       worker.text,
       ms(c.threadCpu.temporal),
+      Object.entries(c.threadCpu.temporalBy)
+        .map(([k, v]) => `${k} ${ms(v)}`)
+        .join(' / '),
       ms(total),
       total > 0 ? ((availableParallelism() * n) / total).toFixed(0) : '-',
       `${c.leftBehindCpu.toFixed(1)} in ${c.settled.seconds.toFixed(0)}`,
     ]);
   }
-  return table(rows, (i) => i >= 3);
+  return table(rows, (i) => i >= 3 && i !== 4);
 }
 
 export function breakdownTable(rows: MemoryBreakdown[]): string {

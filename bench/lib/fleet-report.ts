@@ -6,7 +6,7 @@ import { availableParallelism, cpus, loadavg } from 'node:os';
 import { readFileSync } from 'node:fs';
 import { formatMs, percentile, table, type Phase } from '../lib.ts';
 import { breakdownTable, cpuTable, type ClassCpu, type MemoryBreakdown } from './fleet-profile.ts';
-import { cpuSecondsOf, threadCpuOf, type MemorySampler } from './proc.ts';
+import { cpuSecondsOf, threadCpuOf, treeCpuSecondsOf, type MemorySampler } from './proc.ts';
 import { frontendRequests, type FrontendCalls, type Stack } from './stack.ts';
 
 /** Returns a problem with a Success answer's body, or undefined when it is what the class expects. */
@@ -45,6 +45,16 @@ export interface ClassResult extends ClassCpu {
   calls: Map<string, FrontendCalls>;
 }
 
+/** CPU seconds so far of each of Temporal's components (PostgreSQL with its connections' processes). */
+export function temporalCpu(stack: Pick<Stack, 'temporalPids'>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, pid] of Object.entries(stack.temporalPids))
+    out[name] = name === 'postgres' ? treeCpuSecondsOf(pid) : cpuSecondsOf(pid);
+  return out;
+}
+
+const sum = (r: Record<string, number>) => Object.values(r).reduce((a, v) => a + v, 0);
+
 /**
  * Runs one class and records what each process spent on it. CPU is read over the class's
  * window; Temporal calls after `settle` (and the dev server's 1 s metrics flush), so they
@@ -58,11 +68,10 @@ export async function measure(
 ): Promise<ClassResult> {
   const { stack, pids } = ctx;
   const { buckets: handlerBefore } = await scrapeApi(stack.api.opsUrl, spec.hook);
-  const cpu = () => ({
-    api: cpuSecondsOf(pids.api),
-    worker: cpuSecondsOf(pids.worker),
-    temporal: cpuSecondsOf(pids.temporal),
-  });
+  const cpu = () => {
+    const by = temporalCpu(stack);
+    return { api: cpuSecondsOf(pids.api), worker: cpuSecondsOf(pids.worker), temporal: sum(by), by };
+  };
   const namespace = stack.temporal.namespace;
   const callsBefore = await frontendRequests(stack.temporalMetricsUrl, namespace);
   const threads = () => ({ api: threadCpuOf(pids.api), worker: threadCpuOf(pids.worker) });
@@ -100,6 +109,7 @@ export async function measure(
       api: spent(threadsBefore.api, threadsAfter.api),
       worker: spent(threadsBefore.worker, threadsAfter.worker),
       temporal: cpuAfter.temporal - cpuBefore.temporal,
+      temporalBy: Object.fromEntries(Object.entries(cpuAfter.by).map(([k, v]) => [k, v - (cpuBefore.by[k] ?? 0)])),
     },
     leftBehindCpu: (['api', 'worker', 'temporal'] as const).reduce((a, k) => a + cpuSettled[k] - cpuAfter[k], 0),
   };

@@ -162,3 +162,41 @@ export class MemorySampler {
     clearInterval(this.#timer);
   }
 }
+
+/**
+ * CPU seconds of a process and every descendant alive now, plus what its reaped children used
+ * (cutime/cstime): PostgreSQL runs each connection in a child of its postmaster. NaN once it is gone.
+ */
+export function treeCpuSecondsOf(root: number): number {
+  const rootStat = procFile(`${root}/stat`);
+  if (rootStat === undefined) return NaN;
+  const fieldsOf = (stat: string) => stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const rootFields = fieldsOf(rootStat);
+  // cutime and cstime are fields 16 and 17 of stat (13 and 14 after the command).
+  let total = (Number(rootFields[13]) + Number(rootFields[14])) / TICKS_PER_SECOND;
+  const children = new Map<number, { pids: number[] }>();
+  let pids: string[] = [];
+  try {
+    pids = readdirSync('/proc').filter((p) => /^\d+$/.test(p));
+  } catch {
+    return NaN;
+  }
+  const cpu = new Map<number, number>();
+  for (const pid of pids) {
+    const stat = procFile(`${pid}/stat`);
+    if (stat === undefined) continue;
+    const fields = fieldsOf(stat);
+    const ppid = Number(fields[1]);
+    cpu.set(Number(pid), (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND);
+    const entry = children.get(ppid) ?? { pids: [] };
+    entry.pids.push(Number(pid));
+    children.set(ppid, entry);
+  }
+  const queue = [root];
+  while (queue.length > 0) {
+    const pid = queue.pop()!;
+    total += cpu.get(pid) ?? 0;
+    queue.push(...(children.get(pid)?.pids ?? []));
+  }
+  return total;
+}

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort, startDevServer, type DevServer } from '../../src/local/temporal-dev-server.ts';
+import { startProductionTemporal, type ProductionTemporal } from '../../src/local/temporal-production.ts';
 import { imageMemoryEnv, imageNodeOptions } from '../image-env.ts';
 import { writeServingCertificate } from '../lib.ts';
 
@@ -23,7 +24,12 @@ const EXIT_WITH_PARENT = `data:text/javascript,${encodeURIComponent(
   "process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));",
 )}`;
 
+/** Which Temporal the stack runs on: the CLI's dev server (one process, SQLite) or the server's services on PostgreSQL. */
+export type TemporalKind = 'dev' | 'production';
+
 export interface StackOptions {
+  /** Default dev; production needs `source scripts/env.sh --temporal-production`. */
+  temporal?: TemporalKind;
   /** Checkout whose src/main.ts and workflow code run (default: this one); lets a run measure another commit. */
   extensionRoot: string;
   taskQueue: string;
@@ -47,7 +53,10 @@ export interface Stack {
   dir: string;
   caPem: string;
   temporal: DevServer;
-  /** http://127.0.0.1:<port>/metrics of the dev server (its frontend's per-operation request counters). */
+  temporalKind: TemporalKind;
+  /** Temporal's processes by component (dev: one; production: each service and PostgreSQL, whose backends are its children). */
+  temporalPids: Record<string, number>;
+  /** http://127.0.0.1:<port>/metrics of the frontend (its per-operation request counters). */
   temporalMetricsUrl: string;
   api: ExtensionChild;
   hookPort: number;
@@ -93,14 +102,20 @@ export async function waitReady(c: ExtensionChild, timeoutMs: number): Promise<v
 export async function startStack(options: StackOptions): Promise<Stack> {
   const dir = mkdtempSync(join(tmpdir(), 'capi-uo-bench-fleet-'));
   const children: ChildProcess[] = [];
-  let temporal: DevServer | undefined;
+  let temporal: DevServer | ProductionTemporal | undefined;
   let stopped = false;
   const killNow = () => {
     if (stopped) return;
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-    if (temporal && temporal.pid > 0) {
+    const pids = !temporal
+      ? []
+      : 'pids' in temporal
+        ? Object.values((temporal as ProductionTemporal).pids)
+        : [temporal.pid];
+    for (const pid of pids) {
+      if (pid <= 0) continue;
       try {
-        process.kill(temporal.pid, 'SIGKILL');
+        process.kill(pid, 'SIGKILL');
       } catch {
         // already gone
       }
@@ -135,13 +150,16 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     chmodSync(cli, 0o755);
     // The worker loads a prebuilt bundle, as the image does (webpack at start would change its memory).
     const bundle = join(dir, 'workflow-bundle.js');
+    const kind = options.temporal ?? 'dev';
     const [server, , main] = await Promise.all([
-      startDevServer({
-        executable: cli,
-        dbFilename: join(dir, 'temporal.db'),
-        logFile: join(dir, 'temporal.log'),
-        port: 0,
-      }),
+      kind === 'production'
+        ? startProductionTemporal({ stateDir: join(dir, 'temporal') })
+        : startDevServer({
+            executable: cli,
+            dbFilename: join(dir, 'temporal.db'),
+            logFile: join(dir, 'temporal.log'),
+            port: 0,
+          }),
       execFileAsync(
         process.execPath,
         ['--disable-warning=ExperimentalWarning', 'scripts/bundle-workflows.ts', bundle],
@@ -150,7 +168,14 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       buildExtension(options.extensionRoot, dir),
     ]);
     temporal = server;
-    options.log(`Temporal dev server ${server.address} (pid ${server.pid}), workflow bundle and ${main} built`);
+    const production = kind === 'production' ? (server as ProductionTemporal) : undefined;
+    const temporalPids: Record<string, number> = production ? { ...production.pids } : { 'dev server': server.pid };
+    options.log(
+      `Temporal ${kind === 'production' ? 'production-shaped' : 'dev server'} ${server.address} ` +
+        `(${Object.entries(temporalPids)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ')}), workflow bundle and ${main} built`,
+    );
 
     const startChild = (role: 'api' | 'worker', opsPort: number, extra: Record<string, string>): ExtensionChild => {
       const child = spawnExtension({
@@ -186,7 +211,9 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       dir,
       caPem,
       temporal: server,
-      temporalMetricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
+      temporalKind: kind,
+      temporalPids,
+      temporalMetricsUrl: production ? production.metricsUrls.frontend : `http://127.0.0.1:${metricsPort}/metrics`,
       api,
       hookPort: hookPort!,
       worker,

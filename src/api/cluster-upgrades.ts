@@ -1,7 +1,7 @@
 // Lifecycle hooks backed by the cluster upgrade workflow. A call reads the
-// upgrade's run from UpgradeViews (kept per process from one visibility List a
-// second, or a shared describe; no history, no worker needed) and answers from
-// what it finds:
+// upgrade's run from UpgradeViews (kept per process for the upgrades polled
+// here, read by a List of the polled ids or a shared describe; no history, no
+// worker needed) and answers from what it finds:
 //   - a running run: its memo (halted → Failure; a gate → its answer); only a
 //     call that brings something new reaches the workflow, as a `recordHook`
 //     update whose validator rejects repeats, and a changed policy as one
@@ -10,7 +10,7 @@
 //   - a closed run: completed for this target → Success; closed any other way
 //     (terminated, failed, timed out, cancelled, ended by a deletion) or gone
 //     (past retention) → a fresh run for this call, recording the old run id;
-//   - no run: one start (no describe first when the last List did not show it running).
+//   - no run: one start (no describe first when the List of polled ids did not show it running).
 // Every write (start, update, signal) first passes the call's request check
 // (request-checks.ts), once per call: an answer read from the view reads no Kubernetes.
 // BeforeClusterCreate and AfterControlPlaneInitialized never wait on Temporal.
@@ -54,7 +54,7 @@ import type { LifecycleHandlers } from './routes/lifecycle.ts';
 import { grpcStatus, withinDeadline } from './temporal-calls.ts';
 import { RecentKeys } from './recent-keys.ts';
 import { clusterDeleteRule, clusterUpgradeRule, type RequestChecks } from './request-checks.ts';
-import { UpgradeViews, type ListedRun, type RunView } from './upgrade-views.ts';
+import { UpgradeViews, type ListedRun, type RunView, type UpgradeViewsOptions } from './upgrade-views.ts';
 
 export interface ClusterUpgradeBackendOptions {
   client: Client;
@@ -64,7 +64,7 @@ export interface ClusterUpgradeBackendOptions {
   /** Where BeforeClusterCreate / AfterControlPlaneInitialized are recorded (default: one of our own). */
   recorder?: BackgroundRecorder;
   /** Tuning of the per-process answer cache (tests); main.ts closes it through `views`. */
-  views?: Partial<Pick<ConstructorParameters<typeof UpgradeViews>[0], 'maxStaleMs' | 'refreshMs' | 'redescribeMs'>>;
+  views?: Partial<Omit<UpgradeViewsOptions, 'describe' | 'listRunning' | 'log'>>;
   log?: ConstructorParameters<typeof BackgroundRecorder>[0]['log'];
 }
 
@@ -176,13 +176,16 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       ? failure(`internal error in workflow ${workflowId}, see run ${run.runId}`)
       : undefined;
 
-  // Its own deadline, no caller's abort: the List runs on the views' refresh timer, never for one hook.
-  const listRunning = async function* (): AsyncIterable<ListedRun> {
-    const query = `WorkflowType = "clusterUpgradeWorkflow" AND ExecutionStatus = "Running"`;
+  // Its own deadline, no caller's abort: one List serves the polls of many calls. Only the polled
+  // ids (the views pass ids a quoted literal holds as they are), so its cost follows the polls.
+  const listRunning = async function* (workflowIds: readonly string[]): AsyncIterable<ListedRun> {
+    const ids = workflowIds.map((id) => `"${id}"`).join(', ');
+    const query = `WorkflowType = "clusterUpgradeWorkflow" AND ExecutionStatus = "Running" AND WorkflowId IN (${ids})`;
     const runs = await client.connection.withDeadline(Date.now() + SHARED_DESCRIBE_TIMEOUT_MS, () =>
       client.connection.withAbortSignal(new AbortController().signal, async () => {
         const all: ListedRun[] = [];
-        for await (const wf of client.workflow.list({ query, pageSize: 1000 }))
+        // One more than can match: a full page would make the client ask for a next, empty one.
+        for await (const wf of client.workflow.list({ query, pageSize: workflowIds.length + 1 }))
           all.push({ workflowId: wf.workflowId, runId: wf.runId, memo: wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] });
         return all;
       }),
@@ -255,8 +258,8 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     const key = gateKey(call.hook, call.version);
     let run: RunView | undefined;
     try {
-      // Not running a second ago and unknown here: most likely a new upgrade, so start it directly.
-      if (read === 'kept' && views.probablyAbsent(workflowId)) return answer(await start(cluster, call, checked));
+      // No run (kept: none the List of polled ids shows running, none seen here): most likely a new
+      // upgrade, so start it; a closed run refuses the start and is read below.
       run = await withinHookDeadline(read === 'kept' ? views.get(workflowId) : views.fresh(workflowId), ctx);
       if (!run) return answer(await start(cluster, call, checked));
     } catch (err) {

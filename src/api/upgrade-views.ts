@@ -1,21 +1,35 @@
 // What the lifecycle hooks answer from: each cluster upgrade's current run and
-// memo, kept per api process so that CAPI's repeat polls cost no Temporal call.
+// memo, kept per api process so that CAPI's repeat polls cost little, and the
+// same whatever the number of upgrades running in the fleet.
 //
-// - One visibility List of the running cluster upgrades (memo included, paged)
-//   refreshes every entry each `refreshMs`, for as long as hooks are being
-//   called: a fleet of waiting upgrades costs one List per second, not one
-//   describe per poll.
-// - An entry older than `maxStaleMs` is not answered from: the call describes
-//   the run instead, and concurrent calls for the same upgrade share that one
-//   describe (single-flight).
-// - Our own writes (start, update, signal) drop the entry, so the next call
-//   reads what the write did; a List that began before the write cannot put
-//   the older memo back.
-// - A List cannot tell a workflow task that keeps failing (a bug) from one
-//   that waits: every entry in use is also described in the background every
-//   `redescribeMs`.
+// - Only upgrades polled here are read, and only when a poll needs them: a poll
+//   whose entry is older than `maxStaleMs` reads the run again. The reads of
+//   concurrent polls go into one visibility List restricted to their workflow
+//   ids (`WorkflowId IN (...)`, at most `batchSize` ids, at most
+//   `maxListsInFlight` Lists at once and `maxListsPerSecond`, within the
+//   frontend's visibility rate limit: under load batches grow, calls do not).
+//   A poll costs at most one listed row; nothing is read between polls, so an
+//   idle process reads nothing. Concurrent reads of one upgrade share one read.
+// - A describe instead of a List row: for an upgrade this process wrote to in
+//   the last `writeMemoryMs` (our own writes drop the entry, and a List can still
+//   show the older memo), for ids no query can name, when the List fails, for a
+//   run the List no longer shows (it closed: how?), and once per `redescribeMs`
+//   (jittered; 5 min: at CAPI's 10 s re-poll, one poll in 15-30) for each upgrade
+//   in use, because a List cannot tell a workflow task that keeps failing (a bug)
+//   from one that waits; a bug so found waits that long to show in the hook's
+//   answer (a write to the upgrade shows it at once). At most `maxRedescribes`
+//   of those at once: a burst of polls that find their entries due together (a
+//   restart) is read by List and described on later polls, never as a storm.
+// - An upgrade the List does not show running and that this process never saw
+//   running reads as absent (undefined): the hook tries a start, which a closed
+//   run refuses, and then describes it.
+// - Every map is bounded by `maxEntries` and pruned on its own timer (entries
+//   unused for `idleMs`, writes older than `writeMemoryMs`), whether Lists succeed
+//   or not. Each api replica keeps its own views and relies on no other.
 // The bound: an answer is at most `maxStaleMs` plus the visibility store's lag
-// older than the workflow's state (the dev server's lag is milliseconds).
+// older than the workflow's state (the dev server's lag is milliseconds; SQL
+// visibility's is the history service's visibility queue); an answer read after
+// this process's own write comes from a describe, without that lag.
 import { AsyncLocalStorage } from 'node:async_hooks';
 
 /** What a hook needs to know about an upgrade's current run. */
@@ -39,163 +53,298 @@ export interface ListedRun {
 export interface UpgradeViewsOptions {
   /** Describe of one upgrade's current run (undefined: no such workflow). */
   describe: (workflowId: string) => Promise<RunView | undefined>;
-  /** Every running upgrade. */
-  listRunning: () => AsyncIterable<ListedRun>;
+  /** The running upgrades among `workflowIds` (at most `batchSize` ids, each matching LISTABLE_ID). */
+  listRunning: (workflowIds: readonly string[]) => AsyncIterable<ListedRun>;
   maxStaleMs?: number;
-  refreshMs?: number;
+  /** How often each upgrade in use is described (jittered between half of it and all of it). */
   redescribeMs?: number;
-  /** The refresh stops after this long without a call (and starts again with the next). */
+  /** Re-describes at most in flight at once. */
+  maxRedescribes?: number;
+  /** How long after this process wrote to an upgrade its reads are describes. */
+  writeMemoryMs?: number;
+  batchSize?: number;
+  maxListsInFlight?: number;
+  /** Lists started per second at most (the frontend limits visibility calls per namespace: 10/s by default). */
+  maxListsPerSecond?: number;
+  /** Bound of each map (entries, writes, reads waiting for a List). */
+  maxEntries?: number;
+  /** An entry unused this long is dropped. */
   idleMs?: number;
   log?: { warn: (obj: object, msg: string) => void };
 }
+
+/** Workflow ids that can go into a double-quoted query literal as they are (ours: names, uids and '/'). */
+export const LISTABLE_ID = /^[A-Za-z0-9._:/-]{1,400}$/;
 
 interface Entry {
   view: RunView | undefined;
   /** When the state it shows was read (a List's or describe's start). */
   asOf: number;
-  describedAt: number;
+  /** When this upgrade is to be described again. */
+  describeAt: number;
+  usedAt: number;
 }
+
+interface Waiting {
+  resolve: (view: RunView | undefined | Promise<RunView | undefined>) => void;
+  reject: (err: unknown) => void;
+}
+
+type Read = 'list' | 'describe' | 'redescribe';
 
 export class UpgradeViews {
   /**
-   * The context the views were made in (app start). The refresh runs there: a timer scheduled
+   * The context the views were made in (app start). Lists and timers run there: work begun
    * during a hook call would otherwise inherit that call's Temporal deadline and abort signal
-   * (the client keeps them in AsyncLocalStorage), and every later List would fail past it.
+   * (the client keeps them in AsyncLocalStorage), and fail for every call that shares it.
    */
   private readonly outside = AsyncLocalStorage.snapshot();
   private readonly opts: Required<Omit<UpgradeViewsOptions, 'log'>> & Pick<UpgradeViewsOptions, 'log'>;
   private readonly entries = new Map<string, Entry>();
-  private readonly inflight = new Map<string, Promise<RunView | undefined>>();
+  private readonly inflight = new Map<string, { started: number; read: Promise<RunView | undefined> }>();
   /** When each upgrade was last written by this process. */
   private readonly writtenAt = new Map<string, number>();
-  /** Workflow ids of the last complete List, and when it began. */
-  private running: { ids: Set<string>; asOf: number } | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private lastUsed = 0;
+  /** Reads waiting for the next List, by workflow id. */
+  private readonly queued = new Map<string, Waiting>();
+  private listsInFlight = 0;
+  private redescribesInFlight = 0;
+  private flushScheduled = false;
+  /** When the next List may start (maxListsPerSecond). */
+  private nextListAt = 0;
+  private listFailing = false;
+  private sweeper: NodeJS.Timeout | undefined;
   private closed = false;
-  readonly stats = { hits: 0, describes: 0, joined: 0, lists: 0 };
+  readonly stats = { hits: 0, describes: 0, redescribes: 0, joined: 0, lists: 0, listedRows: 0 };
 
   constructor(options: UpgradeViewsOptions) {
-    this.opts = { maxStaleMs: 1_500, refreshMs: 1_000, redescribeMs: 15_000, idleMs: 60_000, ...options };
+    this.opts = {
+      maxStaleMs: 1_500,
+      redescribeMs: 300_000,
+      maxRedescribes: 4,
+      writeMemoryMs: 10_000,
+      batchSize: 100,
+      maxListsInFlight: 2,
+      maxListsPerSecond: 50,
+      maxEntries: 20_000,
+      idleMs: 60_000,
+      ...options,
+    };
   }
 
-  /** A view at most `maxStaleMs` old, from memory or a (shared) describe. */
+  /** A view at most `maxStaleMs` old, from memory or a (shared) read. */
   async get(workflowId: string): Promise<RunView | undefined> {
-    this.touch();
     const now = Date.now();
+    this.startSweeper();
     const entry = this.entries.get(workflowId);
+    if (entry) entry.usedAt = now;
     if (entry && now - entry.asOf <= this.opts.maxStaleMs) {
       this.stats.hits++;
-      if (now - entry.describedAt > this.opts.redescribeMs) void this.load(workflowId).catch(() => undefined);
+      if (now >= entry.describeAt && this.redescribesInFlight < this.opts.maxRedescribes)
+        void this.load(workflowId, 'redescribe').catch(() => undefined);
       return entry.view;
     }
-    return await this.load(workflowId);
+    return await this.load(workflowId, this.readFor(workflowId, entry, now));
   }
 
   /** Reads the run now, ignoring what is kept (after a write was refused, say). */
   async fresh(workflowId: string): Promise<RunView | undefined> {
-    this.touch();
     this.invalidate(workflowId);
-    return await this.load(workflowId);
-  }
-
-  /**
-   * True when the last List (at most `maxStaleMs` old) did not show this upgrade running and
-   * nothing else is known of it: most likely it never started. A start can then be tried directly.
-   */
-  probablyAbsent(workflowId: string): boolean {
-    const running = this.running;
-    return (
-      running !== undefined &&
-      Date.now() - running.asOf <= this.opts.maxStaleMs &&
-      !running.ids.has(workflowId) &&
-      !this.entries.has(workflowId) &&
-      !this.writtenAt.has(workflowId)
-    );
+    return await this.load(workflowId, 'describe');
   }
 
   /** After this process wrote to the upgrade: the next call reads what the write did. */
   invalidate(workflowId: string): void {
+    this.startSweeper();
     this.entries.delete(workflowId);
+    this.writtenAt.delete(workflowId);
     this.writtenAt.set(workflowId, Date.now());
+    trim(this.writtenAt, this.opts.maxEntries);
+  }
+
+  /** How much is held (tests, metrics). */
+  sizes(): { entries: number; inflight: number; writtenAt: number; queued: number } {
+    return {
+      entries: this.entries.size,
+      inflight: this.inflight.size,
+      writtenAt: this.writtenAt.size,
+      queued: this.queued.size,
+    };
   }
 
   close(): void {
     this.closed = true;
-    clearTimeout(this.timer);
-    this.timer = undefined;
+    clearInterval(this.sweeper);
+    this.sweeper = undefined;
   }
 
-  private load(workflowId: string): Promise<RunView | undefined> {
+  private readFor(workflowId: string, entry: Entry | undefined, now: number): Read {
+    const written = this.writtenAt.get(workflowId);
+    if (written !== undefined && now - written < this.opts.writeMemoryMs) return 'describe';
+    if (!LISTABLE_ID.test(workflowId) || entry?.view?.workflowTaskRetrying) return 'describe';
+    if (entry && now >= entry.describeAt && this.redescribesInFlight < this.opts.maxRedescribes) return 'redescribe';
+    return 'list';
+  }
+
+  private load(workflowId: string, read: Read): Promise<RunView | undefined> {
     const shared = this.inflight.get(workflowId);
-    if (shared) {
+    // A read that began before our last write may not show it: not joined.
+    if (shared && shared.started > (this.writtenAt.get(workflowId) ?? -Infinity)) {
       this.stats.joined++;
-      return shared;
+      return shared.read;
     }
     const started = Date.now();
     const loading = (async () => {
-      this.stats.describes++;
-      const view = await this.opts.describe(workflowId);
-      // A write since the describe began may not show in it: keep nothing.
-      if ((this.writtenAt.get(workflowId) ?? 0) < started)
-        this.entries.set(workflowId, { view, asOf: started, describedAt: started });
-      return view;
+      if (read === 'list') {
+        try {
+          return await this.viaList(workflowId);
+        } catch {
+          // The List failed (logged once per streak): this read is a describe.
+        }
+      }
+      return await this.viaDescribe(workflowId, started, read === 'redescribe');
     })();
-    this.inflight.set(workflowId, loading);
-    const clear = () => this.inflight.delete(workflowId);
+    this.inflight.set(workflowId, { started, read: loading });
+    const clear = () => {
+      if (this.inflight.get(workflowId)?.read === loading) this.inflight.delete(workflowId);
+    };
     loading.then(clear, clear);
     return loading;
   }
 
-  private touch(): void {
-    this.lastUsed = Date.now();
-    if (!this.timer && !this.closed) this.schedule(0);
-  }
-
-  private schedule(ms: number): void {
-    this.timer = setTimeout(() => this.outside(() => void this.refresh()), ms);
-    this.timer.unref();
-  }
-
-  private async refresh(): Promise<void> {
-    const started = Date.now();
-    if (this.closed || started - this.lastUsed > this.opts.idleMs) {
-      // Idle: forget everything; the next call describes and starts the refresh again.
-      this.timer = undefined;
-      this.entries.clear();
-      this.writtenAt.clear();
-      this.running = undefined;
-      return;
+  private async viaDescribe(workflowId: string, started: number, redescribe: boolean): Promise<RunView | undefined> {
+    this.stats.describes++;
+    if (redescribe) {
+      this.stats.redescribes++;
+      this.redescribesInFlight++;
     }
     try {
-      const ids = new Set<string>();
-      for await (const run of this.opts.listRunning()) {
-        ids.add(run.workflowId);
-        if ((this.writtenAt.get(run.workflowId) ?? 0) >= started) continue;
-        const entry = this.entries.get(run.workflowId);
-        const sameRun = entry?.view?.runId === run.runId;
-        this.entries.set(run.workflowId, {
-          view: {
-            runId: run.runId,
-            running: true,
-            status: 'RUNNING',
-            ...(run.memo !== undefined ? { memo: run.memo } : {}),
-            workflowTaskRetrying: sameRun ? (entry?.view?.workflowTaskRetrying ?? false) : false,
-          },
-          asOf: started,
-          // A run first seen here is described after redescribeMs, like any other.
-          describedAt: sameRun ? (entry?.describedAt ?? started) : started,
-        });
-      }
-      this.stats.lists++;
-      this.running = { ids, asOf: started };
-      // Closed or gone since: described again when next asked (entries past maxStaleMs are never answered from).
-      for (const [id, entry] of this.entries) if (started - entry.asOf > this.opts.idleMs) this.entries.delete(id);
-      for (const [id, at] of this.writtenAt) if (started - at > this.opts.maxStaleMs) this.writtenAt.delete(id);
-    } catch (err) {
-      this.running = undefined;
-      this.opts.log?.warn({ err: String(err) }, 'listing running cluster upgrades failed; hooks describe instead');
+      const view = await this.opts.describe(workflowId);
+      this.store(workflowId, view, started, true);
+      return view;
+    } finally {
+      if (redescribe) this.redescribesInFlight--;
     }
-    if (!this.closed) this.schedule(Math.max(0, this.opts.refreshMs - (Date.now() - started)));
+  }
+
+  private viaList(workflowId: string): Promise<RunView | undefined> {
+    if (this.queued.size >= this.opts.maxEntries) return Promise.reject(new Error('too many reads waiting for a List'));
+    return new Promise((resolve, reject) => {
+      this.queued.set(workflowId, { resolve, reject });
+      this.scheduleFlush();
+    });
+  }
+
+  /**
+   * The next List goes out after this turn of the event loop (or when the rate allows), with every
+   * read queued by then.
+   */
+  private scheduleFlush(): void {
+    if (this.flushScheduled || this.queued.size === 0 || this.listsInFlight >= this.opts.maxListsInFlight) return;
+    this.flushScheduled = true;
+    const flush = () =>
+      this.outside(() => {
+        this.flushScheduled = false;
+        if (this.queued.size === 0 || this.listsInFlight >= this.opts.maxListsInFlight) return;
+        if (Date.now() < this.nextListAt) return this.scheduleFlush();
+        this.nextListAt = Math.max(Date.now(), this.nextListAt) + 1000 / this.opts.maxListsPerSecond;
+        const batch = new Map<string, Waiting>();
+        for (const [id, waiting] of this.queued) {
+          if (batch.size >= this.opts.batchSize) break;
+          batch.set(id, waiting);
+          this.queued.delete(id);
+        }
+        this.listsInFlight++;
+        void this.list(batch).finally(() => {
+          this.listsInFlight--;
+          this.scheduleFlush();
+        });
+        this.scheduleFlush();
+      });
+    const wait = this.nextListAt - Date.now();
+    if (wait > 0) setTimeout(flush, wait);
+    else setImmediate(flush);
+  }
+
+  private async list(batch: Map<string, Waiting>): Promise<void> {
+    const started = Date.now();
+    this.stats.lists++;
+    const listed = new Map<string, ListedRun>();
+    try {
+      for await (const run of this.opts.listRunning([...batch.keys()])) {
+        this.stats.listedRows++;
+        if (batch.has(run.workflowId)) listed.set(run.workflowId, run);
+      }
+    } catch (err) {
+      if (!this.listFailing)
+        this.opts.log?.warn({ err: String(err) }, 'listing polled cluster upgrades failed; hooks describe instead');
+      this.listFailing = true;
+      for (const waiting of batch.values()) waiting.reject(err);
+      return;
+    }
+    this.listFailing = false;
+    for (const [id, waiting] of batch) {
+      const run = listed.get(id);
+      const before = this.entries.get(id);
+      if (run) {
+        const sameRun = before?.view?.runId === run.runId;
+        const view: RunView = {
+          runId: run.runId,
+          running: true,
+          status: 'RUNNING',
+          ...(run.memo !== undefined ? { memo: run.memo } : {}),
+          workflowTaskRetrying: sameRun ? (before?.view?.workflowTaskRetrying ?? false) : false,
+        };
+        this.store(id, view, started, false);
+        waiting.resolve(view);
+      } else if (before?.view) {
+        // Seen here before and not running now: closed, or replaced by a run not visible yet.
+        waiting.resolve(this.viaDescribe(id, started, false));
+      } else {
+        this.store(id, undefined, started, false);
+        waiting.resolve(undefined);
+      }
+    }
+  }
+
+  /** Keeps what a read found, unless a write or a later read since makes it older than what we know. */
+  private store(workflowId: string, view: RunView | undefined, started: number, described: boolean): void {
+    if ((this.writtenAt.get(workflowId) ?? -Infinity) >= started) return;
+    const before = this.entries.get(workflowId);
+    if (before && before.asOf > started) return;
+    const sameRun = before?.view !== undefined && before.view.runId === view?.runId;
+    const describeAt =
+      described || !sameRun || !before
+        ? started + this.opts.redescribeMs * (0.5 + Math.random() / 2)
+        : before.describeAt;
+    this.entries.delete(workflowId);
+    this.entries.set(workflowId, { view, asOf: started, describeAt, usedAt: before?.usedAt ?? started });
+    trim(this.entries, this.opts.maxEntries);
+  }
+
+  private startSweeper(): void {
+    if (this.sweeper || this.closed) return;
+    const every = Math.max(10, Math.min(this.opts.idleMs, this.opts.writeMemoryMs) / 2);
+    this.outside(() => {
+      this.sweeper = setInterval(() => this.sweep(), every);
+      this.sweeper.unref();
+    });
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    for (const [id, entry] of this.entries) if (now - entry.usedAt > this.opts.idleMs) this.entries.delete(id);
+    for (const [id, at] of this.writtenAt) if (now - at > this.opts.writeMemoryMs) this.writtenAt.delete(id);
+    if (this.entries.size === 0 && this.writtenAt.size === 0) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+    }
+  }
+}
+
+/** Drops the oldest keys (insertion order) beyond `max`. */
+function trim(map: Map<string, unknown>, max: number): void {
+  for (const key of map.keys()) {
+    if (map.size <= max) return;
+    map.delete(key);
   }
 }
