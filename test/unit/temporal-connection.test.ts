@@ -28,6 +28,8 @@ describe('Temporal connection settings', () => {
       namespace: 'default',
       taskQueue: 'capi-upgrade-orchestrator',
       reloadIntervalMs: 30_000,
+      // Within the frontend's default visibility rate once raised to the dev server's 100 (docs/production-temporal.md).
+      visibilityListsPerSecond: 50,
     });
     expect(parseConfig({ TEMPORAL_TLS: 'true' }).temporal.tls).toEqual({});
     expect(parseConfig({ TEMPORAL_TLS_CA_FILE: '/ca.pem' }).temporal.tls).toEqual({ caFile: '/ca.pem' });
