@@ -342,17 +342,40 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
     if (running < to) throw new Error(`only ${running} of ${to} upgrades exist after 300 s`);
     // Each workflow's first task must have run (the gate says "waiting for upgradeAt", not "queued").
     if (options.seed === 'client') {
-      // Read from the memos (one paged List), not through the api: its views start cold, as after a restart.
+      // Read from the memos, not through the api (its views start cold, as after a restart): Lists
+      // of at most 100 ids, as the api makes them; one that fails (the frontend's visibility rate)
+      // is tried again in the next round. One List of 10,000 memos is refused by the frontend.
       const key = gateKey('BeforeClusterUpgrade', 'v1.33.0');
-      for (let waiting = 0, round = 0; ; round++) {
-        waiting = 0;
-        for await (const wf of client.workflow.list({ query, pageSize: 1000 })) {
-          const memo = wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
-          if (memo?.gates[key]?.message.includes('waiting for upgradeAt')) waiting++;
-        }
-        if (waiting >= to) break;
-        if (round >= 150) throw new Error(`only ${waiting} of ${to} upgrades wait for upgradeAt after 300 s`);
-        await new Promise((r) => setTimeout(r, 2_000));
+      const idOf = (i: number) => {
+        const m = fleetCluster(GROUP.waiting, i).metadata;
+        return clusterUpgradeWorkflowId({ namespace: m.namespace, name: m.name, uid: m.uid });
+      };
+      let unchecked = Array.from({ length: to }, (_, i) => idOf(i));
+      let lastProblem = '';
+      for (let round = 0; unchecked.length > 0; round++) {
+        if (round >= 150)
+          throw new Error(
+            `${unchecked.length} of ${to} upgrades do not wait for upgradeAt after 300 s (${lastProblem})`,
+          );
+        const still: string[] = [];
+        const batches = Array.from({ length: Math.ceil(unchecked.length / 100) }, (_, b) =>
+          unchecked.slice(b * 100, b * 100 + 100),
+        );
+        await forEachLimit(batches, 2, async (ids) => {
+          const waiting = new Set<string>();
+          try {
+            const inList = ids.map((id) => JSON.stringify(id)).join(', ');
+            for await (const wf of client.workflow.list({ query: `WorkflowId IN (${inList})`, pageSize: 100 })) {
+              const memo = wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
+              if (memo?.gates[key]?.message.includes('waiting for upgradeAt')) waiting.add(wf.workflowId);
+            }
+          } catch (err) {
+            lastProblem = errorText(err);
+          }
+          still.push(...ids.filter((id) => !waiting.has(id)));
+        });
+        unchecked = still;
+        if (unchecked.length > 0) await new Promise((r) => setTimeout(r, 2_000));
       }
       log(`all ${to} gates waiting for upgradeAt ${UPGRADE_AT} (by their memos)`);
       return;

@@ -5,7 +5,7 @@
 // instead of adding a second one. An object that is gone gets none.
 import { createHash } from 'node:crypto';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { apiClient, isConflict, isNotFound } from './kube.ts';
+import { apiClient, isConflict, isManagementClusterConfigured, isNotFound } from './kube.ts';
 import { truncate } from './machine-update-common.ts';
 
 const COMPONENT = 'capi-upgrade-orchestrator';
@@ -26,6 +26,9 @@ export interface ObjectEvent {
 }
 
 export function createEventRecorder(management: KubeConfig): (event: ObjectEvent) => Promise<void> {
+  // No management cluster (a dev stack, the fleet bench): no object to attach an Event to, as
+  // for an object that is gone. The activity still runs, so Temporal pays what production pays.
+  if (!isManagementClusterConfigured(management)) return async () => undefined;
   const core = apiClient(management, CoreV1Api);
   const custom = apiClient(management, CustomObjectsApi);
   return async (e) => {

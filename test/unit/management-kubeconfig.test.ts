@@ -9,6 +9,7 @@ import {
   MANAGEMENT_CLUSTER_NOT_CONFIGURED,
   managementKubeConfig,
 } from '../../src/activities/kube.ts';
+import { createEventRecorder } from '../../src/activities/kube-events.ts';
 
 describe('managementKubeConfig', () => {
   it('without MANAGEMENT_KUBECONFIG outside a pod: every call fails naming the setting, none is dialled', async () => {
@@ -27,6 +28,21 @@ describe('managementKubeConfig', () => {
       message:
         'no management cluster: MANAGEMENT_KUBECONFIG is not set and this process is not running in a pod (no KUBERNETES_SERVICE_HOST)',
     });
+  });
+
+  it('without one, an Event has no object to go on: recording it does nothing and does not fail the activity', async () => {
+    const record = createEventRecorder(managementKubeConfig(undefined, {}));
+    await expect(
+      record({
+        kind: 'Cluster',
+        namespace: 'ns',
+        name: 'c',
+        reason: 'UpgradeStarted',
+        type: 'Normal',
+        message: 'm',
+        key: 'k',
+      }),
+    ).resolves.toBeUndefined();
   });
 
   it('in a pod (KUBERNETES_SERVICE_HOST set): the in-cluster service account', () => {
