@@ -60,6 +60,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Agent } from 'node:https';
 import { Client, Connection } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import { defaultHandlerName, type HookName } from '../src/api/contract.ts';
 import { hookPath } from '../src/api/hook-route.ts';
 import { policyKeys } from '../src/domain/policy-keys.ts';
@@ -350,12 +351,30 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
         const m = fleetCluster(GROUP.waiting, i).metadata;
         return clusterUpgradeWorkflowId({ namespace: m.namespace, name: m.name, uid: m.uid });
       };
+      // First the workflow task backlog (one cheap call): Lists while thousands of first tasks
+      // wait would take the frontend's CPU from the very tasks they wait for.
+      for (let last = 0, since = Date.now(); ;) {
+        const { stats } = await client.workflowService.describeTaskQueue({
+          namespace: stack.temporal.namespace,
+          taskQueue: { name: TASK_QUEUE },
+          taskQueueType: proto.temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+          reportStats: true,
+        });
+        const backlog = Number(stats?.approximateBacklogCount ?? 0);
+        if (backlog === 0) break;
+        if (Date.now() - since > 900_000) throw new Error(`${backlog} workflow tasks still queued after 900 s`);
+        if (Date.now() - last > 30_000) {
+          log(`  ${backlog} workflow tasks queued (${(stats?.tasksDispatchRate ?? 0).toFixed(0)}/s dispatched)`);
+          last = Date.now();
+        }
+        await new Promise((r) => setTimeout(r, 2_000));
+      }
       let unchecked = Array.from({ length: to }, (_, i) => idOf(i));
       let lastProblem = '';
       for (let round = 0; unchecked.length > 0; round++) {
-        if (round >= 150)
+        if (round >= 60)
           throw new Error(
-            `${unchecked.length} of ${to} upgrades do not wait for upgradeAt after 300 s (${lastProblem})`,
+            `${unchecked.length} of ${to} upgrades do not wait for upgradeAt after 60 rounds (${lastProblem})`,
           );
         const still: string[] = [];
         const batches = Array.from({ length: Math.ceil(unchecked.length / 100) }, (_, b) =>
@@ -375,7 +394,7 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
           still.push(...ids.filter((id) => !waiting.has(id)));
         });
         unchecked = still;
-        if (unchecked.length > 0) await new Promise((r) => setTimeout(r, 2_000));
+        if (unchecked.length > 0) await new Promise((r) => setTimeout(r, 5_000));
       }
       log(`all ${to} gates waiting for upgradeAt ${UPGRADE_AT} (by their memos)`);
       return;
