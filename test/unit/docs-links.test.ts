@@ -1,7 +1,8 @@
 // The documentation lives in the repository and a user who clones it has all of it:
 // every link in README.md and docs/ resolves to a file here (and to a heading of that
-// page when it names one), no link leaves the repository, every docs/ page is found
-// from the README, and the README stays short (issue 29 item 5).
+// page when it names one), no link leaves the repository, every file a page names in
+// code exists, every docs/ page is found from the README, and the README stays short
+// (issue 29 item 5).
 import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
@@ -62,6 +63,15 @@ describe('README.md and docs/', () => {
       .filter(({ line }) => /DESIGN\.md|\.\.\/shared\//.test(line))
       .map(({ line, n }) => `${page}:${n}: ${line.trim()}`);
     expect(lines).toEqual([]);
+  });
+
+  it.each(pages)('%s: every repository path it names in code exists', (page) => {
+    // `src/api/contract.ts`, `config/default`, `scripts/capi.sh up`: the first word of a code span under a
+    // top-level folder; patterns (`<family>`, `*`, `…`) are not paths.
+    const missing = [...text(page).matchAll(/`((?:src|test|bench|scripts|config|docs|tools)\/[^`\s]*)/g)]
+      .map((m) => m[1]!.replace(/:\d+$/, ''))
+      .filter((path) => !/[<>*…$]/.test(path) && !existsSync(join(ROOT, path)));
+    expect(missing).toEqual([]);
   });
 
   it(`keeps README.md to at most ${README_MAX_LINES} lines`, () => {
