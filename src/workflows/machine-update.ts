@@ -45,14 +45,8 @@ import {
   type MachineUpdateInput,
   type MachineUpdateStatus,
 } from '../model/machine-update.ts';
-import {
-  failureReason,
-  failureType,
-  localQuick as quick,
-  preflightWithin,
-  remoteQuick,
-  retry,
-} from './machine-update/activities.ts';
+import { failureReason, failureType } from './failures.ts';
+import { localQuick as quick, preflightWithin, remoteQuick, retry } from './machine-update/activities.ts';
 import { MachineUpdateEvents } from './machine-update/events.ts';
 import { MachineUpdateSlot } from './machine-update/slot.ts';
 import { MachineUpdateState } from './machine-update/state.ts';

@@ -1,15 +1,9 @@
-// The machine update's activity proxies that take no input, how it reads the
-// failures they raise (deterministic: type and message, never a stack), and
-// the preflight that waits out "not yet".
-import {
-  ActivityFailure,
-  ApplicationFailure,
-  proxyActivities,
-  proxyLocalActivities,
-  sleep,
-} from '@temporalio/workflow';
+// The machine update's activity proxies that take no input, and the preflight
+// that waits out "not yet".
+import { ApplicationFailure, proxyActivities, proxyLocalActivities, sleep } from '@temporalio/workflow';
 import type { MachineRef, MachineUpdateActivities, PreflightResult } from '../../activities/machine-update-types.ts';
 import { formatDuration } from '../../domain/durations.ts';
+import { failureReason, failureType } from '../failures.ts';
 import type { MachineUpdateState } from './state.ts';
 
 /** Preflight failures that mean "not yet": waited out, then reported with what was last seen. */
@@ -35,21 +29,6 @@ export const eventActivities = proxyActivities<MachineUpdateActivities>({
   startToCloseTimeout: '10 seconds',
   retry: { initialInterval: '1 second', maximumAttempts: 3 },
 });
-
-/** The innermost application failure's type. */
-export function failureType(err: unknown): string | undefined {
-  let e: unknown = err;
-  while (e instanceof ActivityFailure && e.cause) e = e.cause;
-  return e instanceof ApplicationFailure ? (e.type ?? undefined) : undefined;
-}
-
-/** The innermost failure message: deterministic, no stack. */
-export function failureReason(err: unknown): string {
-  let e: unknown = err;
-  while (e instanceof ActivityFailure && e.cause) e = e.cause;
-  if (e instanceof ApplicationFailure) return e.message;
-  return e instanceof Error ? e.message : String(e);
-}
 
 /** Preflight, waiting out "not yet" (node NotReady, maxUnavailable reached) up to `timeoutMs`; `step` makes each call abortable. */
 export async function preflightWithin(
