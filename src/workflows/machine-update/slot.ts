@@ -23,7 +23,7 @@ import {
   type MachineUpdateSlotRequest,
 } from '../../model/machine-update.ts';
 import { acquireSlotSignal, releaseSlotSignal, slotGrantedSignal } from '../messages.ts';
-import { machineUpdateSlotsWorkflow } from '../machine-update-slots.ts';
+import { machineUpdateSlotsWorkflow } from './slots-workflow.ts';
 import type { MachineUpdateState } from './state.ts';
 
 export class MachineUpdateSlot {

@@ -16,20 +16,25 @@ import {
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { setVersioningBehavior } from './versioning.ts';
-import type { FleetActivities } from '../activities/fleet-types.ts';
-import { checkRolloutInput, planRollout } from '../domain/fleet-rollout-plan.ts';
-import type { FleetRolloutInput, FleetRolloutStatus, RolloutCluster, SelectedCluster } from '../model/fleet-rollout.ts';
-import { formatDuration } from '../domain/durations.ts';
+import { setVersioningBehavior } from '../versioning.ts';
+import type { FleetActivities } from '../../activities/fleet-types.ts';
+import { checkRolloutInput, planRollout } from '../../domain/fleet-rollout-plan.ts';
+import type {
+  FleetRolloutInput,
+  FleetRolloutStatus,
+  RolloutCluster,
+  SelectedCluster,
+} from '../../model/fleet-rollout.ts';
+import { formatDuration } from '../../domain/durations.ts';
 import {
   abortRolloutSignal,
   approveWaveSignal,
   fleetRolloutStatusQuery,
   pauseRolloutSignal,
   resumeSignal,
-} from './messages.ts';
-import { FleetRollout } from './search-attributes.ts';
-import { iso, RolloutState, type CarriedRollout } from './fleet-rollout/state.ts';
+} from '../messages.ts';
+import { FleetRollout } from '../search-attributes.ts';
+import { iso, RolloutState, type CarriedRollout } from './state.ts';
 
 const acts = proxyActivities<FleetActivities>({
   startToCloseTimeout: '5 minutes',

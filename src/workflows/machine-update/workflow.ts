@@ -35,22 +35,22 @@ import {
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { setVersioningBehavior } from './versioning.ts';
-import type { DrainOptions, MachineRef, MachineUpdateActivities } from '../activities/machine-update-types.ts';
-import { abortSignal, forceDrainSignal, machineUpdateStatusQuery, retrySignal, skipDrainSignal } from './messages.ts';
+import { setVersioningBehavior } from '../versioning.ts';
+import type { DrainOptions, MachineRef, MachineUpdateActivities } from '../../activities/machine-update-types.ts';
+import { abortSignal, forceDrainSignal, machineUpdateStatusQuery, retrySignal, skipDrainSignal } from '../messages.ts';
 import {
   MACHINE_DELETED,
   NODE_AGENT_MISSING,
   machineUpdateQueuedDetail,
   type MachineUpdateInput,
   type MachineUpdateStatus,
-} from '../model/machine-update.ts';
-import { failureReason, failureType } from './failures.ts';
-import { localQuick as quick, preflightWithin, remoteQuick, retry } from './machine-update/activities.ts';
-import { MachineUpdateEvents } from './machine-update/events.ts';
-import { MachineUpdateSlot } from './machine-update/slot.ts';
-import { MachineUpdateState } from './machine-update/state.ts';
-import { NodeName } from './search-attributes.ts';
+} from '../../model/machine-update.ts';
+import { failureReason, failureType } from '../failures.ts';
+import { localQuick as quick, preflightWithin, remoteQuick, retry } from './activities.ts';
+import { MachineUpdateEvents } from './events.ts';
+import { MachineUpdateSlot } from './slot.ts';
+import { MachineUpdateState } from './state.ts';
+import { NodeName } from '../search-attributes.ts';
 
 /** Backoff before a failed update may start over: base, 2×, 4× … at most 30× the base (1 minute by default). */
 export function retryBackoffMs(attempt: number, baseMs = 60_000): number {

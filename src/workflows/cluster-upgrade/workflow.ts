@@ -14,10 +14,10 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import { setVersioningBehavior } from './versioning.ts';
-import type { UpgradeActivities } from '../activities/upgrade-types.ts';
-import type { ClusterUpgradeInput, ClusterUpgradeStatus } from '../model/cluster-upgrade.ts';
-import { gateKey, tooManyGatesMessage } from '../model/cluster-upgrade.ts';
+import { setVersioningBehavior } from '../versioning.ts';
+import type { UpgradeActivities } from '../../activities/upgrade-types.ts';
+import type { ClusterUpgradeInput, ClusterUpgradeStatus } from '../../model/cluster-upgrade.ts';
+import { gateKey, tooManyGatesMessage } from '../../model/cluster-upgrade.ts';
 import {
   abortSignal,
   clusterUpgradeStatusQuery,
@@ -25,9 +25,9 @@ import {
   resumeSignal,
   retrySignal,
   updatePolicySignal,
-} from './messages.ts';
-import { releaseCapacity, runStep } from './cluster-upgrade/steps.ts';
-import { iso, UpgradeState } from './cluster-upgrade/state.ts';
+} from '../messages.ts';
+import { releaseCapacity, runStep } from './steps.ts';
+import { iso, UpgradeState } from './state.ts';
 
 // Events are best effort: a few quick tries, then the upgrade goes on without it.
 const eventActivities = proxyActivities<UpgradeActivities>({

@@ -31,7 +31,7 @@ import {
   workflowInfo,
   WorkflowIdReusePolicy,
 } from '@temporalio/workflow';
-import { setVersioningBehavior } from './versioning.ts';
+import { setVersioningBehavior } from '../versioning.ts';
 import {
   MACHINE_UPDATE_SLOTS_MEMO_KEY,
   type MachineUpdateInput,
@@ -39,15 +39,15 @@ import {
   type MachineUpdateSlotsInput,
   type MachineUpdateSlotsMemo,
   type MachineUpdateSlotsStatus,
-} from '../model/machine-update.ts';
+} from '../../model/machine-update.ts';
 import {
   acquireSlotSignal,
   machineUpdateSlotsQuery,
   releaseSlotSignal,
   slotGrantedSignal,
   slotsAbortSignal,
-} from './messages.ts';
-import { ClusterName, ClusterNamespace, machineUpdateSearchAttributes } from './search-attributes.ts';
+} from '../messages.ts';
+import { ClusterName, ClusterNamespace, machineUpdateSearchAttributes } from '../search-attributes.ts';
 
 const IDLE_BEFORE_END = '1 minute';
 const DEFAULT_LIVENESS_CHECK_MS = 2 * 60_000;
