@@ -60,24 +60,7 @@ export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promis
   setHandler(updatePolicySignal, (update) => s.onPolicy(update));
   setHandler(clusterUpgradeStatusQuery, () => status);
 
-  if (!input.carried) {
-    const first = input.firstCall;
-    // The start may carry the first call as an update too: record it once.
-    if (!(gateKey(first.hook, first.version) in status.gates)) s.accept(first);
-    // First seen mid-upgrade (no BeforeClusterUpgrade): the start was not ours to schedule.
-    if (first.hook !== 'BeforeClusterUpgrade') {
-      s.setCondition(
-        status.conditions,
-        'Scheduled',
-        'True',
-        'AlreadyInProgress',
-        input.previousRunId
-          ? `picked up mid-upgrade after run ${input.previousRunId} closed`
-          : 'the upgrade was already in progress when first seen',
-      );
-      s.setPhase('Upgrading');
-    }
-  }
+  if (!input.carried) recordFirstCall(s, input);
   s.publish();
 
   for (;;) {
@@ -126,6 +109,26 @@ export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promis
       await settled(s);
       return status;
     }
+  }
+}
+
+/** A new run's first call (a carried run has it already). */
+function recordFirstCall(s: UpgradeState, input: ClusterUpgradeInput): void {
+  const first = input.firstCall;
+  // The start may carry the first call as an update too: record it once.
+  if (!(gateKey(first.hook, first.version) in s.status.gates)) s.accept(first);
+  // First seen mid-upgrade (no BeforeClusterUpgrade): the start was not ours to schedule.
+  if (first.hook !== 'BeforeClusterUpgrade') {
+    s.setCondition(
+      s.status.conditions,
+      'Scheduled',
+      'True',
+      'AlreadyInProgress',
+      input.previousRunId
+        ? `picked up mid-upgrade after run ${input.previousRunId} closed`
+        : 'the upgrade was already in progress when first seen',
+    );
+    s.setPhase('Upgrading');
   }
 }
 
