@@ -14,7 +14,7 @@ import { openWatchCount, watchObject } from '../../src/activities/object-watch.t
 import { createMachineUpdateActivities } from '../../src/activities/machine-update.ts';
 import { NodeUpgradeWatch } from '../../src/activities/node-upgrade-watch.ts';
 import type { MachineUpdateStatus } from '../../src/model/machine-update.ts';
-import { machineUpdateWorkflow } from '../../src/workflows/machine-update.ts';
+import { machineUpdateWorkflow } from '../../src/workflows/machine-update/workflow.ts';
 import { deleteGroup, managementApi, testbed, testGroup, workloadApi } from '../support/fixtures.ts';
 import {
   createMachineUpdateRig,

@@ -21,8 +21,8 @@ import {
   skipDrainSignal,
   slotsAbortSignal,
 } from '../../src/workflows/messages.ts';
-import { machineUpdateWorkflow } from '../../src/workflows/machine-update.ts';
-import { machineUpdateSlotsWorkflow } from '../../src/workflows/machine-update-slots.ts';
+import { machineUpdateWorkflow } from '../../src/workflows/machine-update/workflow.ts';
+import { machineUpdateSlotsWorkflow } from '../../src/workflows/machine-update/slots-workflow.ts';
 import {
   beforeClusterDeleteCaller,
   clusterRequest,

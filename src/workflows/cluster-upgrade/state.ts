@@ -1,7 +1,7 @@
 // The cluster upgrade's state and everything that changes it: what the
 // outside sees (memo, search attributes, the status query), the gates CAPI's
 // hooks answer from, and the reactions to signals and updates. Steps live in
-// steps.ts; the loop that runs them in ../cluster-upgrade.ts.
+// steps.ts; the loop that runs them in workflow.ts.
 import { CancellationScope, condition, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { ClusterEventInput, ClusterEventReason } from '../../activities/upgrade-types.ts';
 import {

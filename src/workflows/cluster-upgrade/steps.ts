@@ -2,7 +2,7 @@
 // gate. A step returns true when its gate may open, false when it failed (the
 // state is then Failed) or was interrupted; an abort cancels it, activities
 // in flight included. Expected errors never escape: they become `fail()`.
-import { ActivityFailure, CancellationScope, isCancellation, proxyActivities } from '@temporalio/workflow';
+import { CancellationScope, proxyActivities } from '@temporalio/workflow';
 import type {
   CapacityReadiness,
   HealthReport,
@@ -12,6 +12,7 @@ import type {
 import { formatDuration } from '../../domain/durations.ts';
 import { parseMaintenanceWindow, windowState } from '../../domain/maintenance-window.ts';
 import { gateKey, type HookCall, type UpgradeCondition } from '../../model/cluster-upgrade.ts';
+import { expectedFailure, failureCause } from '../failures.ts';
 import { iso, type UpgradeState } from './state.ts';
 
 // Probes are short and repeated by the workflow itself: few retries each, a heartbeat so an
@@ -31,18 +32,6 @@ const changes = proxyActivities<UpgradeActivities>({
 const PROBE_INITIAL_MS = 2_000;
 const PROBE_MAX_MS = 30_000;
 const DEFAULT_CAPACITY_READY_TIMEOUT_MS = 15 * 60_000;
-
-/** The stable text of an activity's failure: its cause's message (activities raise only stable ones). */
-export function failureCause(err: unknown): string {
-  let e: unknown = err;
-  while (e instanceof ActivityFailure && e.cause) e = e.cause;
-  return e instanceof Error && e.message ? e.message : 'unknown error';
-}
-
-/** An expected error (not a cancellation, not a bug) from a step's activity. */
-function expected(err: unknown): err is ActivityFailure {
-  return err instanceof ActivityFailure && !isCancellation(err);
-}
 
 /** Scheduled + PreHealthCheck: the gate of BeforeClusterUpgrade. Re-reads the policy whenever it changes. */
 export async function beginUpgrade(s: UpgradeState, call: HookCall): Promise<boolean> {
@@ -116,7 +105,7 @@ async function probe(s: UpgradeState, scope: HealthScope, version: string): Prom
       blockingPdbPolicy: policy.blockingPdbPolicy,
     });
   } catch (err) {
-    if (!expected(err)) throw err;
+    if (!expectedFailure(err)) throw err;
     const summary = `the health check could not run: ${failureCause(err)}`;
     return { healthy: false, summary, findings: [summary], warnings: [] };
   }
@@ -211,7 +200,7 @@ export async function reserveCapacity(s: UpgradeState, call: HookCall): Promise<
   try {
     status.reservedCapacity = await changes.reserveCapacity({ cluster: status.cluster, count });
   } catch (err) {
-    if (!expected(err)) throw err;
+    if (!expectedFailure(err)) throw err;
     s.fail(call, `capacity reservation failed: ${failureCause(err)}`);
     return false;
   }
@@ -227,7 +216,7 @@ export async function reserveCapacity(s: UpgradeState, call: HookCall): Promise<
     try {
       return await probes.checkReservedCapacity({ cluster: status.cluster });
     } catch (err) {
-      if (!expected(err)) throw err;
+      if (!expectedFailure(err)) throw err;
       return { ready: false, pending: [`readiness could not be read: ${failureCause(err)}`] };
     }
   };
@@ -254,7 +243,7 @@ export async function releaseCapacity(s: UpgradeState): Promise<void> {
     try {
       await changes.releaseCapacity({ cluster: status.cluster });
     } catch (err) {
-      if (!expected(err)) throw err;
+      if (!expectedFailure(err)) throw err;
       // Leave the record in place: the next release (retry, resume or the end) repeats it.
       s.setCondition(
         status.conditions,

@@ -1,6 +1,6 @@
 // A fleet rollout's state and what changes it: the status the query returns,
 // the memo (counts for `list` and the metrics), and the reactions to the
-// operator's signals. The loop that runs the waves is in ../fleet-rollout.ts.
+// operator's signals. The loop that runs the waves is in workflow.ts.
 import { type CancellationScope, upsertMemo, workflowInfo } from '@temporalio/workflow';
 import type { RolloutSettings } from '../../domain/fleet-rollout-plan.ts';
 import {

@@ -1,16 +1,8 @@
-// The machine update's activity proxies that take no input, how it reads the
-// failures they raise (deterministic: type and message, never a stack), and
-// the preflight that waits out "not yet".
-import {
-  ActivityFailure,
-  ApplicationFailure,
-  proxyActivities,
-  proxyLocalActivities,
-  sleep,
-} from '@temporalio/workflow';
-import type { MachineRef, MachineUpdateActivities, PreflightResult } from '../../activities/machine-update-types.ts';
-import { formatDuration } from '../../domain/durations.ts';
-import type { MachineUpdateState } from './state.ts';
+// The machine update's activity proxies: the quick ones shared by every run,
+// and the node's long ones, whose timeouts come from the run's input.
+import { ActivityCancellationType, proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
+import type { MachineUpdateActivities } from '../../activities/machine-update-types.ts';
+import type { MachineUpdateInput } from '../../model/machine-update.ts';
 
 /** Preflight failures that mean "not yet": waited out, then reported with what was last seen. */
 export const PREFLIGHT_WAITS = ['NodeNotReady', 'MaxUnavailableReached', 'MachineHasNoNode'];
@@ -36,45 +28,30 @@ export const eventActivities = proxyActivities<MachineUpdateActivities>({
   retry: { initialInterval: '1 second', maximumAttempts: 3 },
 });
 
-/** The innermost application failure's type. */
-export function failureType(err: unknown): string | undefined {
-  let e: unknown = err;
-  while (e instanceof ActivityFailure && e.cause) e = e.cause;
-  return e instanceof ApplicationFailure ? (e.type ?? undefined) : undefined;
-}
-
-/** The innermost failure message: deterministic, no stack. */
-export function failureReason(err: unknown): string {
-  let e: unknown = err;
-  while (e instanceof ActivityFailure && e.cause) e = e.cause;
-  if (e instanceof ApplicationFailure) return e.message;
-  return e instanceof Error ? e.message : String(e);
-}
-
-/** Preflight, waiting out "not yet" (node NotReady, maxUnavailable reached) up to `timeoutMs`; `step` makes each call abortable. */
-export async function preflightWithin(
-  machine: MachineRef,
-  timeoutMs: number,
-  step: <T>(fn: () => Promise<T>) => Promise<T>,
-  state: MachineUpdateState,
-): Promise<PreflightResult> {
-  const deadline = Date.now() + timeoutMs;
-  // About 100 rounds whatever the timeout (1–30 s apart): the history stays short.
-  const pause = Math.min(30_000, Math.max(1_000, Math.ceil(timeoutMs / 100)));
-  for (;;) {
-    try {
-      return await step(() => localPreflight.preflight({ machine }));
-    } catch (err) {
-      const type = failureType(err);
-      if (type === undefined || !PREFLIGHT_WAITS.includes(type)) throw err;
-      if (Date.now() >= deadline) {
-        throw ApplicationFailure.nonRetryable(
-          `${failureReason(err)} (waited ${formatDuration(timeoutMs)}, preflightTimeout)`,
-          type,
-        );
-      }
-      state.note(`preflight checks: waiting: ${failureReason(err)}`);
-      await step(() => sleep(pause));
-    }
-  }
+/**
+ * Drain and upgrade: heartbeats carry cancellation to these long activities; the SDK sends them at
+ * 80% of the timeout at most, so a short one keeps an abort prompt there too.
+ */
+export function nodeActivities(
+  input: MachineUpdateInput,
+): Pick<MachineUpdateActivities, 'drain' | 'upgradeNode' | 'waitForNodeVersion'> {
+  const drainActivities = proxyActivities<MachineUpdateActivities>({
+    startToCloseTimeout: input.drainTimeoutMs + 60_000,
+    heartbeatTimeout: '10 seconds',
+    // Worker restarts must not use up the drain: its deadline is wall time since it began.
+    retry: { initialInterval: retry.initialInterval, backoffCoefficient: 2, maximumInterval: retry.maximumInterval },
+  });
+  const upgradeActivities = proxyActivities<MachineUpdateActivities>({
+    startToCloseTimeout: input.nodeUpgradeTimeoutMs + 60_000,
+    heartbeatTimeout: '10 seconds',
+    retry,
+    // Wait for the upgrade to take its cancellation before stopping the executor: an upgradeNode
+    // still creating its Job must not race the stop (the SDK's default does not wait).
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+  });
+  return {
+    drain: drainActivities.drain,
+    upgradeNode: upgradeActivities.upgradeNode,
+    waitForNodeVersion: upgradeActivities.waitForNodeVersion,
+  };
 }

@@ -21,10 +21,15 @@ import {
   machineUpdateSlotsWorkflowId,
   type MachineUpdateInput,
   type MachineUpdateSlotRequest,
+  type MachineUpdateStep,
 } from '../../model/machine-update.ts';
 import { acquireSlotSignal, releaseSlotSignal, slotGrantedSignal } from '../messages.ts';
-import { machineUpdateSlotsWorkflow } from '../machine-update-slots.ts';
-import type { MachineUpdateState } from './state.ts';
+import { machineUpdateSlotsWorkflow } from './slots-workflow.ts';
+
+/** Where the wait shows: the run's state (kept apart so the state may own its slot). */
+interface Steps {
+  enter(step: MachineUpdateStep, message: string): void;
+}
 
 export class MachineUpdateSlot {
   readonly limit: number;
@@ -56,7 +61,7 @@ export class MachineUpdateSlot {
    * Waits in the line (step Queued) for a place, unless one is held or there is no limit.
    * Returns early when `aborted()` turns true (the caller then ends the attempt as aborted).
    */
-  async acquire(state: MachineUpdateState, aborted: () => boolean): Promise<void> {
+  async acquire(state: Steps, aborted: () => boolean): Promise<void> {
     if (this.limit <= 0 || this.held) return;
     state.enter('Queued', machineUpdateQueuedDetail(this.input.clusterName, this.limit));
     this.granted = false;

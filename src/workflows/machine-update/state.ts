@@ -1,7 +1,12 @@
-// The machine update's state and how it is published: the memo (what
-// UpdateMachine answers from, without a worker), the phase search attribute and
-// one condition per step. Deterministic: time comes from the workflow clock.
-import { upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
+// The machine update's state and everything that changes it: what the outside
+// sees (the memo UpdateMachine answers from without a worker, the phase search
+// attribute, one condition per step), what this run has taken (the cordon, the
+// executor, skip-remediation), and the reactions to signals. Deterministic:
+// time comes from the workflow clock. Steps live in steps.ts, the ways an
+// attempt ends in endings.ts, the loop that runs them in workflow.ts.
+import { CancellationScope, condition, upsertMemo, upsertSearchAttributes } from '@temporalio/workflow';
+import type { MachineRef } from '../../activities/machine-update-types.ts';
+import type { AbortInput } from '../../model/cluster-upgrade.ts';
 import {
   MACHINE_UPDATE_MEMO_KEY,
   machineUpdateAbortedAfterExecutor,
@@ -14,14 +19,42 @@ import {
   type MachineUpdateStep,
 } from '../../model/machine-update.ts';
 import { UpgradePhase } from '../search-attributes.ts';
+import { MachineUpdateEvents } from './events.ts';
+import { MachineUpdateSlot } from './slot.ts';
+
+/** A failed update nobody retries ends after this long (its answer stays Failure). */
+const FAILED_RETENTION = '7 days';
+
+/** Thrown by a step once an abort was asked for: the attempt ends as the abort. */
+export class Aborted extends Error {}
 
 export class MachineUpdateState {
+  readonly input: MachineUpdateInput;
   readonly status: MachineUpdateStatus;
   readonly who: string;
+  /** Each milestone's Event rides on the step that reaches it; the others go beside the steps. */
+  readonly events: MachineUpdateEvents;
+  /** The place under maxConcurrentMachineUpdates. */
+  readonly slot: MachineUpdateSlot;
+  /** The Machine's namespace and, once the preflight read it, its Cluster's name. */
+  cluster: MachineRef;
+  /** Set by `abort` (or by the cancellation or deletion that ends a step): the attempt ends as aborted. */
+  abortReason: string | undefined;
+  /** On-call signals: each restarts a drain in flight. */
+  skipDrain = false;
+  forceDrain = false;
+  /** We cordoned the node (it was schedulable before): ours to uncordon. */
+  cordonedByUs = false;
+  /** The executor may have touched the node: it is not given back as it was. */
+  executorStarted = false;
+  /** skip-remediation may be on the Machine (set before the hold's answer: a cancelled hold may have landed). */
+  remediationHeld = false;
+  /** The uncordon recorded MachineUpdateSucceeded (a node we did not cordon has no uncordon). */
+  succeededEventSent = false;
+  /** The step in flight runs in its own scope: an abort cancels it, on-call signals restart a drain. */
+  private stepScope: CancellationScope | undefined;
   private lastMemo = '';
   private lastPhase: MachineUpdatePhase | undefined;
-
-  private readonly input: MachineUpdateInput;
 
   constructor(input: MachineUpdateInput) {
     this.input = input;
@@ -36,7 +69,83 @@ export class MachineUpdateState {
       attempt: 1,
       steps: [],
     };
+    this.events = new MachineUpdateEvents(input, this.status);
+    this.slot = new MachineUpdateSlot(input);
+    this.cluster = { namespace: input.machine.namespace, name: input.clusterName };
   }
+
+  // ---- signals ---------------------------------------------------------------------------
+
+  onAbort(arg: AbortInput | undefined): void {
+    if (this.abortReason !== undefined) return;
+    this.abortReason = arg?.reason?.trim() || 'aborted by operator';
+    this.status.abortRequested = this.abortReason;
+    this.stepScope?.cancel();
+    this.publish();
+  }
+
+  onSkipDrain(): void {
+    this.skipDrain = true;
+    this.restartDrain();
+  }
+
+  onForceDrain(): void {
+    this.forceDrain = true;
+    this.restartDrain();
+  }
+
+  private restartDrain(): void {
+    if (this.status.step === 'Drain') this.stepScope?.cancel();
+  }
+
+  onRetry(): void {
+    if (this.status.phase !== 'Failed') return;
+    this.status.retryRequested = true;
+    this.publish();
+  }
+
+  // ---- steps -----------------------------------------------------------------------------
+
+  /** Throws Aborted once an abort was asked for. */
+  checkpoint(): void {
+    if (this.abortReason !== undefined) throw new Aborted(this.abortReason);
+  }
+
+  /** Runs one step's activity so that an abort cancels it at once. */
+  async step<T>(fn: () => Promise<T>): Promise<T> {
+    this.checkpoint();
+    this.stepScope = new CancellationScope();
+    try {
+      return await this.stepScope.run(fn);
+    } catch (err) {
+      // Once an abort is asked for, the step ends as the abort whatever it ended with.
+      if (this.abortReason !== undefined) throw new Aborted(this.abortReason);
+      throw err;
+    } finally {
+      this.stepScope = undefined;
+    }
+  }
+
+  /** The executor's request (Job, NodeUpgradeRequest) of this attempt. */
+  requestName(): string {
+    const attempt = this.status.attempt ?? 1;
+    const name = `${this.input.machine.name}-${this.input.specHash}${attempt > 1 ? `-${attempt}` : ''}`;
+    return name.slice(0, 63).replace(/-+$/, '');
+  }
+
+  get succeededMessage(): string {
+    return `updated in place to ${this.input.version}`;
+  }
+
+  /** Failed: waits for `retry` (or CAPI's call after the backoff) or an abort; false when nobody came. */
+  async waitForRetry(): Promise<boolean> {
+    return await condition(
+      () => this.status.retryRequested === true || this.abortReason !== undefined,
+      FAILED_RETENTION,
+    );
+  }
+
+  // ---- what the outside sees -------------------------------------------------------------
 
   publish(): void {
     const s = this.status;
@@ -150,6 +259,7 @@ export class MachineUpdateState {
     delete s.retryNotBefore;
     delete s.retryRequested;
     s.upgraded = false;
+    this.executorStarted = false;
     this.enter('Preflight', 'preflight checks');
   }
 }

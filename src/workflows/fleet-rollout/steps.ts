@@ -1,35 +1,25 @@
-// A fleet rollout: many clusters upgraded to one version in waves. The
-// selection is resolved once (an activity result: in history, stable order);
-// each wave moves its clusters' spec.topology.version at most `maxConcurrent`
-// at a time and follows their cluster-upgrade workflows until done or failed;
-// more failures in a wave than the budget stop the rollout; after a wave, a
-// soak, a health re-check of its clusters, and approval gates where asked.
-// pause / resume / approve / abort are signals; `status` is the query. The run
-// continues as new before its history reaches 2,000 events, whatever the size.
+// One function per step of a fleet rollout: the selection, a wave's run
+// (start clusters, follow them), the health re-check after a soak, and the
+// two ways a rollout stops early. The loop over the waves is in workflow.ts.
 import {
   ApplicationFailure,
   CancellationScope,
   condition,
-  continueAsNew,
   isCancellation,
   proxyActivities,
-  setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { setVersioningBehavior } from './versioning.ts';
-import type { FleetActivities } from '../activities/fleet-types.ts';
-import { checkRolloutInput, planRollout } from '../domain/fleet-rollout-plan.ts';
-import type { FleetRolloutInput, FleetRolloutStatus, RolloutCluster, SelectedCluster } from '../model/fleet-rollout.ts';
-import { formatDuration } from '../domain/durations.ts';
-import {
-  abortRolloutSignal,
-  approveWaveSignal,
-  fleetRolloutStatusQuery,
-  pauseRolloutSignal,
-  resumeSignal,
-} from './messages.ts';
-import { FleetRollout } from './search-attributes.ts';
-import { iso, RolloutState, type CarriedRollout } from './fleet-rollout/state.ts';
+import type { FleetActivities } from '../../activities/fleet-types.ts';
+import { checkRolloutInput, planRollout } from '../../domain/fleet-rollout-plan.ts';
+import { formatDuration } from '../../domain/durations.ts';
+import type {
+  FleetRolloutInput,
+  FleetRolloutStatus,
+  RolloutCluster,
+  SelectedCluster,
+} from '../../model/fleet-rollout.ts';
+import { FleetRollout } from '../search-attributes.ts';
+import { iso, type RolloutState } from './state.ts';
 
 const acts = proxyActivities<FleetActivities>({
   startToCloseTimeout: '5 minutes',
@@ -40,70 +30,8 @@ const acts = proxyActivities<FleetActivities>({
 /** The longest one wait on the clusters lasts: deadlines, pause and history are looked at in between. */
 const FOLLOW_WAIT_MS = 60_000;
 
-export async function fleetRolloutWorkflow(
-  input: FleetRolloutInput,
-  carried?: CarriedRollout,
-): Promise<FleetRolloutStatus> {
-  const s = carried ? new RolloutState(carried.status, carried.settings, carried) : new RolloutState(empty(input));
-  if (input.continueAsNewAtEvents !== undefined) s.historyLimit = input.continueAsNewAtEvents;
-  // Before the selection: a query or signal may come while it runs.
-  setHandler(fleetRolloutStatusQuery, () => s.status);
-  setHandler(approveWaveSignal, (arg) => s.onApprove(arg));
-  setHandler(pauseRolloutSignal, () => s.onPause());
-  setHandler(resumeSignal, () => s.onResume());
-  setHandler(abortRolloutSignal, (arg) => s.onAbort(arg));
-  if (!carried) await select(s, input);
-  s.publish();
-
-  for (const wave of s.status.waves) {
-    if (wave.state === 'done') continue;
-    const n = wave.wave;
-    if (s.settings.approveBefore.includes(n) && !wave.approvedBeforeBy) {
-      wave.state = 'waiting-approval';
-      s.set('WaitingForApproval', `waiting for approval of wave ${n} (signal approve with {"wave":${n}})`);
-      await condition(() => wave.approvedBeforeBy !== undefined || s.abort !== undefined);
-      if (s.abort) return await aborted(s);
-    }
-    if (wave.state === 'pending' || wave.state === 'waiting-approval') wave.state = 'running';
-    if (wave.state === 'running') {
-      const outcome = await runWave(s, n);
-      if (outcome === 'continue') return await continueAsNew<typeof fleetRolloutWorkflow>(input, s.carry());
-      if (outcome === 'aborted') return await aborted(s);
-      if (outcome === 'stopped') return stopped(s, n);
-      wave.state = 'soaking';
-    }
-    if (wave.state === 'soaking') {
-      if (s.settings.soakMs > 0) {
-        s.set('Soaking', `wave ${n} soaking for ${formatDuration(s.settings.soakMs)} before its health re-check`);
-        await condition(() => s.abort !== undefined, s.settings.soakMs);
-        if (s.abort) return await aborted(s);
-      }
-      wave.state = 'checking';
-    }
-    if (wave.state === 'checking') {
-      if (!(await recheck(s, n))) return stopped(s, n);
-      if (s.abort) return await aborted(s);
-      wave.state = s.settings.approveAfter.includes(n) ? 'waiting-approval-after' : 'done';
-    }
-    if (wave.state === 'waiting-approval-after') {
-      s.set(
-        'WaitingForApproval',
-        `wave ${n} finished: waiting for approval to go on (signal approve with {"wave":${n}})`,
-      );
-      await condition(() => wave.approvedAfterBy !== undefined || s.abort !== undefined);
-      if (s.abort) return await aborted(s);
-      wave.state = 'done';
-    }
-    s.publish();
-  }
-  const c = s.counts();
-  s.status.completeTime = iso(Date.now());
-  s.set('Completed', `completed: ${c.done} upgraded, ${c.skipped} skipped, ${c.failed} failed`);
-  return s.status;
-}
-
 /** Checks the input, resolves the selection once and plans the waves; bad input fails the run, naming the field. */
-async function select(s: RolloutState, input: FleetRolloutInput): Promise<void> {
+export async function select(s: RolloutState, input: FleetRolloutInput): Promise<void> {
   const checked = checkRolloutInput(input);
   if (!checked.ok) throw ApplicationFailure.nonRetryable(checked.message, 'InvalidRolloutInput');
   s.settings = checked.value;
@@ -116,25 +44,13 @@ async function select(s: RolloutState, input: FleetRolloutInput): Promise<void> 
   s.status.clusters = plan.value.clusters;
 }
 
-function empty(input: FleetRolloutInput): FleetRolloutStatus {
-  return {
-    name: input.name,
-    targetVersion: input.targetVersion,
-    phase: 'Running',
-    message: 'starting',
-    startTime: iso(Date.now()),
-    waves: [],
-    clusters: [],
-  };
-}
-
 /** What an activity needs of a cluster: how it was selected, without the rollout's bookkeeping. */
 function selected({ namespace, name, uid, version }: RolloutCluster): SelectedCluster {
   return { namespace, name, uid, version };
 }
 
 /** One wave to its end: 'done', 'stopped' (budget), 'aborted', or 'continue' (history full; picked up as new). */
-async function runWave(s: RolloutState, n: number): Promise<'done' | 'stopped' | 'aborted' | 'continue'> {
+export async function runWave(s: RolloutState, n: number): Promise<'done' | 'stopped' | 'aborted' | 'continue'> {
   for (;;) {
     if (s.abort) return 'aborted';
     if (s.clustersOf(n, 'failed').length > s.budget()) return 'stopped';
@@ -213,7 +129,7 @@ async function follow(s: RolloutState, inFlight: RolloutCluster[]): Promise<void
 }
 
 /** After the soak: the wave's upgraded clusters must still be healthy; the unhealthy ones count as failed. */
-async function recheck(s: RolloutState, n: number): Promise<boolean> {
+export async function recheck(s: RolloutState, n: number): Promise<boolean> {
   const done = s.clustersOf(n, 'done');
   if (done.length > 0) {
     s.set('Running', `wave ${n}: re-checking the health of ${done.length} upgraded clusters`);
@@ -229,7 +145,7 @@ async function recheck(s: RolloutState, n: number): Promise<boolean> {
   return s.clustersOf(n, 'failed').length <= s.budget();
 }
 
-function stopped(s: RolloutState, n: number): FleetRolloutStatus {
+export function stopped(s: RolloutState, n: number): FleetRolloutStatus {
   s.wave(n).state = 'stopped';
   const failed = s.clustersOf(n, 'failed').length;
   s.status.completeTime = iso(Date.now());
@@ -240,7 +156,7 @@ function stopped(s: RolloutState, n: number): FleetRolloutStatus {
   return s.status;
 }
 
-async function aborted(s: RolloutState): Promise<FleetRolloutStatus> {
+export async function aborted(s: RolloutState): Promise<FleetRolloutStatus> {
   const abort = s.abort ?? { reason: 'aborted', abortInFlight: false };
   const inFlight = s.upgrading();
   if (abort.abortInFlight && inFlight.length > 0) {
@@ -259,7 +175,3 @@ async function aborted(s: RolloutState): Promise<FleetRolloutStatus> {
   s.set('Aborted', `aborted: ${abort.reason}`);
   return s.status;
 }
-
-// Worker Versioning: a rollout lasts days (soaks, approvals): it moves to the current build at its
-// next task. Every change must replay its histories or be patched().
-setVersioningBehavior('AUTO_UPGRADE', fleetRolloutWorkflow);

@@ -14,10 +14,10 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import { setVersioningBehavior } from './versioning.ts';
-import type { UpgradeActivities } from '../activities/upgrade-types.ts';
-import type { ClusterUpgradeInput, ClusterUpgradeStatus } from '../model/cluster-upgrade.ts';
-import { gateKey, tooManyGatesMessage } from '../model/cluster-upgrade.ts';
+import { setVersioningBehavior } from '../versioning.ts';
+import type { UpgradeActivities } from '../../activities/upgrade-types.ts';
+import type { ClusterUpgradeInput, ClusterUpgradeStatus } from '../../model/cluster-upgrade.ts';
+import { gateKey, tooManyGatesMessage } from '../../model/cluster-upgrade.ts';
 import {
   abortSignal,
   clusterUpgradeStatusQuery,
@@ -25,9 +25,9 @@ import {
   resumeSignal,
   retrySignal,
   updatePolicySignal,
-} from './messages.ts';
-import { releaseCapacity, runStep } from './cluster-upgrade/steps.ts';
-import { iso, UpgradeState } from './cluster-upgrade/state.ts';
+} from '../messages.ts';
+import { releaseCapacity, runStep } from './steps.ts';
+import { iso, UpgradeState } from './state.ts';
 
 // Events are best effort: a few quick tries, then the upgrade goes on without it.
 const eventActivities = proxyActivities<UpgradeActivities>({
@@ -60,24 +60,7 @@ export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promis
   setHandler(updatePolicySignal, (update) => s.onPolicy(update));
   setHandler(clusterUpgradeStatusQuery, () => status);
 
-  if (!input.carried) {
-    const first = input.firstCall;
-    // The start may carry the first call as an update too: record it once.
-    if (!(gateKey(first.hook, first.version) in status.gates)) s.accept(first);
-    // First seen mid-upgrade (no BeforeClusterUpgrade): the start was not ours to schedule.
-    if (first.hook !== 'BeforeClusterUpgrade') {
-      s.setCondition(
-        status.conditions,
-        'Scheduled',
-        'True',
-        'AlreadyInProgress',
-        input.previousRunId
-          ? `picked up mid-upgrade after run ${input.previousRunId} closed`
-          : 'the upgrade was already in progress when first seen',
-      );
-      s.setPhase('Upgrading');
-    }
-  }
+  if (!input.carried) recordFirstCall(s, input);
   s.publish();
 
   for (;;) {
@@ -126,6 +109,26 @@ export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promis
       await settled(s);
       return status;
     }
+  }
+}
+
+/** A new run's first call (a carried run has it already). */
+function recordFirstCall(s: UpgradeState, input: ClusterUpgradeInput): void {
+  const first = input.firstCall;
+  // The start may carry the first call as an update too: record it once.
+  if (!(gateKey(first.hook, first.version) in s.status.gates)) s.accept(first);
+  // First seen mid-upgrade (no BeforeClusterUpgrade): the start was not ours to schedule.
+  if (first.hook !== 'BeforeClusterUpgrade') {
+    s.setCondition(
+      s.status.conditions,
+      'Scheduled',
+      'True',
+      'AlreadyInProgress',
+      input.previousRunId
+        ? `picked up mid-upgrade after run ${input.previousRunId} closed`
+        : 'the upgrade was already in progress when first seen',
+    );
+    s.setPhase('Upgrading');
   }
 }
 
