@@ -284,6 +284,11 @@ describe('machine update workflow through UpdateMachine', () => {
     const body = updateMachineRequest('v1.33.1', name);
     await call(body);
     await waitForStep(idFor(body), 'Drain');
+    // The step reads Drain a moment before the drain activity starts: force only a drain under way.
+    await waitFor(
+      async () => (activities.seen.drain as unknown[] | undefined)?.length ?? 0,
+      (n) => n >= 1,
+    );
     forced = true;
     await client.workflow.getHandle(idFor(body)).signal(forceDrainSignal);
     expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
