@@ -278,8 +278,11 @@ describe('machine update workflow through UpdateMachine', () => {
   });
 
   it('keeps the drain clock when on-call forceDrain restarts the drain', async () => {
-    let forced = false;
-    const activities = stubs({ drainBlocks: () => !forced });
+    // The first drain blocks until the forceDrain signal cancels it; the restarted one does not. (A
+    // flag flipped by the test would let the first finish on its own on a slow machine.)
+    const seen: { drain?: unknown[] } = {};
+    const activities = stubs({ drainBlocks: () => (seen.drain?.length ?? 0) < 2 });
+    Object.defineProperty(seen, 'drain', { get: () => activities.seen.drain });
     await startWorker(activities);
     const body = updateMachineRequest('v1.33.1', name);
     await call(body);
@@ -289,7 +292,6 @@ describe('machine update workflow through UpdateMachine', () => {
       async () => (activities.seen.drain as unknown[] | undefined)?.length ?? 0,
       (n) => n >= 1,
     );
-    forced = true;
     await client.workflow.getHandle(idFor(body)).signal(forceDrainSignal);
     expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     const runs = (activities.seen.drain as { options: { startedAtMs?: number; forceNow?: boolean } }[]).map(
