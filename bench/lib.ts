@@ -11,7 +11,7 @@ import { noInPlaceHandlers } from '../src/api/routes/in-place.ts';
 import { nonBlockingLifecycleHandlers } from '../src/api/routes/lifecycle.ts';
 import { upgradePlanHandlers } from '../src/api/routes/upgrade-plan.ts';
 import { startHookServer, type HookServer } from '../src/api/server.ts';
-import { parseConfig } from '../src/config.ts';
+import { parseConfig } from '../src/config/index.ts';
 import { createCertificateAuthority, issueCertificate } from '../src/local/certs.ts';
 import { sampleRequest } from '../test/support/capi-fixtures.ts';
 

@@ -5,16 +5,14 @@
 // call's request check (request-checks.ts), once per call.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import {
-  allowedForExecutor,
   computeMachinePatches,
   computeMachineSetPatches,
   decodeJsonPatch,
-  resolveInPlacePolicy,
   specHash,
   type Declined,
-  type InPlacePolicy,
   type JsonPatch,
 } from '../domain/in-place.ts';
+import { allowedForExecutor, resolveInPlacePolicy, type InPlacePolicy } from '../domain/in-place-policy.ts';
 import { resolveMachineUpdatePolicy } from '../domain/machine-update-policy.ts';
 import { tryParseVersion } from '../domain/versions.ts';
 import { abortSignal, retrySignal } from '../workflows/messages.ts';

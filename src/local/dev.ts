@@ -5,7 +5,7 @@
 // self-check workflow, prints the URLs, and stops everything on Ctrl-C.
 import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { parseConfig } from '../config.ts';
+import { parseConfig } from '../config/index.ts';
 import { run, stopOnSignals } from '../main.ts';
 import { promoteWorkerVersion } from '../ops/worker-deployment.ts';
 import { ensureDevServingCertificate } from './certs.ts';

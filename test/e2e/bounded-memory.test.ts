@@ -9,7 +9,7 @@ import { request } from 'node:https';
 import { connect } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { HOOKS_API_VERSION, defaultHandlerName, type HookName } from '../../src/api/contract.ts';
-import { parseConfig } from '../../src/config.ts';
+import { parseConfig } from '../../src/config/index.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
 import { sampleRequest } from '../support/capi-fixtures.ts';

@@ -124,7 +124,13 @@ describe('only CAPI can call the hooks (config/default: mutual TLS and an allow-
     expect(res.statusCode).toBe(200);
     expect(res.body.kind).toBe('UpdateMachineResponse');
     // The access log is written after the reply and reaches us through a pipe: wait for it.
-    expect(await waitFor(async () => answeredLines(), (lines) => lines.length >= 1, 5_000)).toHaveLength(1);
+    expect(
+      await waitFor(
+        async () => answeredLines(),
+        (lines) => lines.length >= 1,
+        5_000,
+      ),
+    ).toHaveLength(1);
     const canUpdate = await callHook(
       proc.hookUrl,
       hookPath('CanUpdateMachine', defaultHandlerName('CanUpdateMachine')),

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { parse } from 'yaml';
 import { imageMemoryEnv, imageNodeOptions } from '../../bench/image-env.ts';
-import { parseConfig } from '../../src/config.ts';
+import { parseConfig } from '../../src/config/index.ts';
 
 interface ComposeService {
   image?: string;
