@@ -72,7 +72,8 @@ import {
   type HookCall,
 } from '../src/model/cluster-upgrade.ts';
 import { policyHash, resolveUpgradePolicy } from '../src/domain/upgrade-policy.ts';
-import { ClusterName, ClusterNamespace, TargetVersion, UpgradePhase } from '../src/workflows/search-attributes.ts';
+import { ClusterName, ClusterNamespace, TargetVersion, UpgradePhase } from '../src/model/search-attributes.ts';
+import { workflowTypes } from '../src/model/workflow-types.ts';
 import { cluster, sampleRequest } from '../test/support/capi-fixtures.ts';
 import {
   chainedPlanRequestBody,
@@ -226,7 +227,7 @@ async function startWaiting(client: Client, i: number): Promise<void> {
   };
   const cluster = { namespace: c.metadata.namespace, name: c.metadata.name, uid: c.metadata.uid! };
   const input: ClusterUpgradeInput = { cluster, firstCall };
-  await client.workflow.start('clusterUpgradeWorkflow', {
+  await client.workflow.start(workflowTypes.clusterUpgrade, {
     workflowId: clusterUpgradeWorkflowId(cluster),
     taskQueue: TASK_QUEUE,
     args: [input],
@@ -333,7 +334,7 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
       const seconds = (performance.now() - started) / 1000;
       log(`  started ${to - from} in ${seconds.toFixed(1)} s (${((to - from) / seconds).toFixed(0)}/s)`);
     }
-    const query = `WorkflowType = "clusterUpgradeWorkflow" AND ExecutionStatus = "Running" AND CapiClusterNamespace = "fleet-${GROUP.waiting}"`;
+    const query = `WorkflowType = "${workflowTypes.clusterUpgrade}" AND ExecutionStatus = "Running" AND CapiClusterNamespace = "fleet-${GROUP.waiting}"`;
     const deadline = Date.now() + 300_000;
     let running = 0;
     while ((running = (await client.workflow.count(query)).count) < to && Date.now() < deadline)

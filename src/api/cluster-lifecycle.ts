@@ -5,7 +5,8 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { ClusterRef } from '../model/cluster-upgrade.ts';
 import { abortSignal } from '../workflows/messages.ts';
-import { ClusterName, ClusterNamespace } from '../workflows/search-attributes.ts';
+import { ClusterName, ClusterNamespace } from '../model/search-attributes.ts';
+import { workflowTypes } from '../model/workflow-types.ts';
 import type { BackgroundRecorder } from './background-recorder.ts';
 import type { Cluster } from './contract.ts';
 import { HttpError } from './errors.ts';
@@ -44,7 +45,7 @@ export function createClusterLifecycleHandlers(
     recorder.record(workflowId, async (deadline) => {
       try {
         await client.connection.withDeadline(deadline, () =>
-          client.workflow.start('clusterEventWorkflow', {
+          client.workflow.start(workflowTypes.clusterEvent, {
             workflowId,
             taskQueue,
             args: [

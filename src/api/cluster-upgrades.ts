@@ -21,7 +21,7 @@ import {
   WorkflowUpdateFailedError,
   type Client,
 } from '@temporalio/client';
-import { policyHash, resolveUpgradePolicy, type UpgradePolicy } from '../domain/upgrade-policy.ts';
+import { policyHash, resolveUpgradePolicy } from '../domain/upgrade-policy.ts';
 import { tryParseVersion } from '../domain/versions.ts';
 import {
   clusterUpgradeWorkflowId,
@@ -35,6 +35,7 @@ import {
   type Gate,
   type HookCall,
   type UpgradeHook,
+  type UpgradePolicy,
 } from '../model/cluster-upgrade.ts';
 import { recordHookUpdate, updatePolicySignal } from '../workflows/messages.ts';
 import { FLEET_ROLLOUT_ANNOTATION } from '../model/fleet-rollout.ts';
@@ -44,7 +45,8 @@ import {
   FleetRollout,
   TargetVersion,
   UpgradePhase,
-} from '../workflows/search-attributes.ts';
+} from '../model/search-attributes.ts';
+import { workflowTypes } from '../model/workflow-types.ts';
 import { BackgroundRecorder } from './background-recorder.ts';
 import type { Cluster } from './contract.ts';
 import { HookFailure } from './errors.ts';
@@ -187,7 +189,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       ...(replacing?.previousRunId ? { previousRunId: replacing.previousRunId } : {}),
     };
     views.invalidate(workflowId);
-    await client.workflow.start('clusterUpgradeWorkflow', {
+    await client.workflow.start(workflowTypes.clusterUpgrade, {
       workflowId,
       taskQueue,
       args: [input],

@@ -28,7 +28,8 @@ import {
   type TypedObjectRef,
 } from '../model/machine-update.ts';
 import type { RawObject } from './contract.ts';
-import { ClusterNamespace, MachineName, machineUpdateSearchAttributes } from '../workflows/search-attributes.ts';
+import { ClusterNamespace, MachineName, machineUpdateSearchAttributes } from '../model/search-attributes.ts';
+import { workflowTypes } from '../model/workflow-types.ts';
 import { queuedMachineUpdate, queueMachineUpdate } from './machine-update-queue.ts';
 import { withinDeadline } from './temporal-calls.ts';
 import { HookFailure } from './errors.ts';
@@ -217,7 +218,7 @@ export function createInPlaceHandlers(opts: {
     return { status: 'Success' as const, message: memo.message, retryAfterSeconds: RETRY_AFTER_SECONDS };
   };
   const runningQuery = (filters: string[]) =>
-    [...filters, 'WorkflowType = "machineUpdateWorkflow"', 'ExecutionStatus = "Running"'].join(' AND ');
+    [...filters, `WorkflowType = "${workflowTypes.machineUpdate}"`, 'ExecutionStatus = "Running"'].join(' AND ');
 
   const updateMachine: HookImplementation<'UpdateMachine'> = async (request, ctx) => {
     const inPlace = resolveInPlacePolicy(ctx.settings);
@@ -339,7 +340,7 @@ export function createInPlaceHandlers(opts: {
         await queueMachineUpdate(client, taskQueue, { workflowId, input, restart });
         return { status: 'Success', message: queuedMessage, retryAfterSeconds: RETRY_AFTER_SECONDS };
       }
-      await client.workflow.start('machineUpdateWorkflow', {
+      await client.workflow.start(workflowTypes.machineUpdate, {
         workflowId,
         taskQueue,
         args: [input],

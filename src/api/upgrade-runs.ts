@@ -7,6 +7,7 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { CLUSTER_UPGRADE_MEMO_KEY, type ClusterUpgradeMemo } from '../model/cluster-upgrade.ts';
+import { workflowTypes } from '../model/workflow-types.ts';
 import type { HookContext } from './hook-route.ts';
 import type { ListedRun, RunView } from './upgrade-views.ts';
 
@@ -49,7 +50,7 @@ export function describeUpgradeRun(client: Client): (workflowId: string) => Prom
 export function listRunningUpgrades(client: Client): (workflowIds: readonly string[]) => AsyncIterable<ListedRun> {
   return async function* (workflowIds) {
     const ids = workflowIds.map((id) => `"${id}"`).join(', ');
-    const query = `WorkflowType = "clusterUpgradeWorkflow" AND ExecutionStatus = "Running" AND WorkflowId IN (${ids})`;
+    const query = `WorkflowType = "${workflowTypes.clusterUpgrade}" AND ExecutionStatus = "Running" AND WorkflowId IN (${ids})`;
     const runs = await shared(client, async () => {
       const all: ListedRun[] = [];
       // One more than can match: a full page would make the client ask for a next, empty one.

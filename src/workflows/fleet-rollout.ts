@@ -28,7 +28,7 @@ import {
   pauseRolloutSignal,
   resumeSignal,
 } from './messages.ts';
-import { FleetRollout } from './search-attributes.ts';
+import { FleetRollout } from '../model/search-attributes.ts';
 import { iso, RolloutState, type CarriedRollout } from './fleet-rollout/state.ts';
 
 const acts = proxyActivities<FleetActivities>({

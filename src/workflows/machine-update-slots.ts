@@ -47,7 +47,7 @@ import {
   slotGrantedSignal,
   slotsAbortSignal,
 } from './messages.ts';
-import { ClusterName, ClusterNamespace, machineUpdateSearchAttributes } from './search-attributes.ts';
+import { ClusterName, ClusterNamespace, machineUpdateSearchAttributes } from '../model/search-attributes.ts';
 
 const IDLE_BEFORE_END = '1 minute';
 const DEFAULT_LIVENESS_CHECK_MS = 2 * 60_000;

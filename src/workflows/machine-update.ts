@@ -56,7 +56,7 @@ import {
 import { MachineUpdateEvents } from './machine-update/events.ts';
 import { MachineUpdateSlot } from './machine-update/slot.ts';
 import { MachineUpdateState } from './machine-update/state.ts';
-import { NodeName } from './search-attributes.ts';
+import { NodeName } from '../model/search-attributes.ts';
 
 /** Backoff before a failed update may start over: base, 2×, 4× … at most 30× the base (1 minute by default). */
 export function retryBackoffMs(attempt: number, baseMs = 60_000): number {

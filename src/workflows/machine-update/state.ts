@@ -13,7 +13,7 @@ import {
   type MachineUpdateStatus,
   type MachineUpdateStep,
 } from '../../model/machine-update.ts';
-import { UpgradePhase } from '../search-attributes.ts';
+import { UpgradePhase } from '../../model/search-attributes.ts';
 
 export class MachineUpdateState {
   readonly status: MachineUpdateStatus;
