@@ -47,7 +47,7 @@
 //   1. AfterControlPlaneInitialized, open loop at --rate: a new cluster per call (as CAPI calls it
 //      once per cluster), so each call has a lifecycle event to record;
 //   2. repeat polls: BeforeClusterUpgrade of the N waiting upgrades, round robin, open loop;
-//   3. GenerateUpgradePlan (no Temporal), open loop, bench/lib.ts's body;
+//   3. GenerateUpgradePlan (no Temporal), open loop, bench/lib/hook-client.ts's body;
 //   4. new gates: a first BeforeClusterUpgrade for new clusters (a new workflow and its gate), open
 //      loop at --rate; then --new-gates of them in a closed loop at --concurrency (sustained
 //      gates/s), then --new-gates BeforeControlPlaneUpgrade calls to running upgrades (a new gate on
@@ -74,17 +74,10 @@ import {
 import { policyHash, resolveUpgradePolicy } from '../src/domain/upgrade-policy.ts';
 import { ClusterName, ClusterNamespace, TargetVersion, UpgradePhase } from '../src/model/search-attributes.ts';
 import { workflowTypes } from '../src/model/workflow-types.ts';
-import { cluster, sampleRequest } from '../test/support/capi-fixtures.ts';
-import {
-  chainedPlanRequestBody,
-  closedLoop,
-  percentile,
-  postHook,
-  REQUEST_TIMEOUT_MS,
-  type Phase,
-  type Target,
-} from './lib.ts';
-import { errorText, forEachLimit, openLoop, waitQuiet } from './lib/load.ts';
+import { cluster, sampleRequest } from '../support/capi-fixtures.ts';
+import { chainedPlanRequestBody, postHook, REQUEST_TIMEOUT_MS, type Target } from './lib/hook-client.ts';
+import { closedLoop, errorText, forEachLimit, openLoop, waitQuiet, type Phase } from './lib/load.ts';
+import { percentile } from './lib/report.ts';
 import { MemorySampler } from './lib/proc.ts';
 import {
   classReport,

@@ -12,7 +12,7 @@ import { HOOKS_API_VERSION, defaultHandlerName, type HookName } from '../../src/
 import { parseConfig } from '../../src/config/index.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
-import { sampleRequest } from '../support/capi-fixtures.ts';
+import { sampleRequest } from '../../support/capi-fixtures.ts';
 import { startExtensionProcess, type ExtensionProcess } from '../support/extension-process.ts';
 import { testPki } from '../support/pki.ts';
 import { requireEnv } from '../support/services.ts';

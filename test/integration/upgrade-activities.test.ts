@@ -42,7 +42,7 @@ import {
   workloadApi,
   workloadKubeconfigYaml,
   createWorkloadNamespace,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 
 const group = testGroup('ua');
 const g = group.name;

@@ -5,6 +5,8 @@
 //   2 activities, workflows (a workflow imports activities' types only: the lint rule says why)
 //   3 process settings: config/, temporal-connection.ts, worker-versioning.ts, log.ts
 //   4 api, cli, ops, local, the worker and main
+// And the tests and the benches share code only through src/ and support/ (neither imports the other;
+// support/ and src/ import neither).
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
@@ -65,7 +67,22 @@ function upwardArrows(arrows: readonly Arrow[]): string[] {
   return bad;
 }
 
-const allArrows = ['src']
+/** Arrows between the tests and the benches, and from src or support/ into either. */
+function crossedArrows(arrows: readonly Arrow[]): string[] {
+  const top = (f: string) => f.split('/')[0];
+  const forbidden = new Set([
+    'test→bench',
+    'bench→test',
+    'src→test',
+    'src→bench',
+    'src→support',
+    'support→test',
+    'support→bench',
+  ]);
+  return arrows.filter((a) => forbidden.has(`${top(a.from)}→${top(a.to)}`)).map((a) => `${a.from} → ${a.to}`);
+}
+
+const allArrows = ['src', 'test', 'bench', 'support']
   .flatMap((dir) => {
     try {
       return sourceFiles(dir);
@@ -100,9 +117,19 @@ describe('import floors', () => {
       'src/workflows/x.ts → src/activities/run.ts',
       'src/config/x.ts → src/api/contract.ts',
     ]);
+    const crossed = [
+      ...arrowsOf('test/unit/x.test.ts', "import { env } from '../../bench/env.ts';"),
+      ...arrowsOf('bench/x.ts', "const rig = await import('../test/support/rig.ts');"),
+      ...arrowsOf('bench/ok.ts', "import { rig } from '../support/rig.ts';"),
+    ];
+    expect(crossedArrows(crossed)).toEqual(['test/unit/x.test.ts → bench/env.ts', 'bench/x.ts → test/support/rig.ts']);
   });
 
   it('src has no upward arrow', () => {
     expect(upwardArrows(allArrows)).toEqual([]);
+  });
+
+  it('tests and benches do not import each other, and src imports neither', () => {
+    expect(crossedArrows(allArrows)).toEqual([]);
   });
 });
