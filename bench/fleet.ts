@@ -47,7 +47,7 @@
 //   1. AfterControlPlaneInitialized, open loop at --rate: a new cluster per call (as CAPI calls it
 //      once per cluster), so each call has a lifecycle event to record;
 //   2. repeat polls: BeforeClusterUpgrade of the N waiting upgrades, round robin, open loop;
-//   3. GenerateUpgradePlan (no Temporal), open loop, bench/lib.ts's body;
+//   3. GenerateUpgradePlan (no Temporal), open loop, bench/lib/hook-client.ts's body;
 //   4. new gates: a first BeforeClusterUpgrade for new clusters (a new workflow and its gate), open
 //      loop at --rate; then --new-gates of them in a closed loop at --concurrency (sustained
 //      gates/s), then --new-gates BeforeControlPlaneUpgrade calls to running upgrades (a new gate on
@@ -73,18 +73,12 @@ import {
   type HookCall,
 } from '../src/model/cluster-upgrade.ts';
 import { policyHash, resolveUpgradePolicy } from '../src/domain/upgrade-policy.ts';
-import { ClusterName, ClusterNamespace, TargetVersion, UpgradePhase } from '../src/workflows/search-attributes.ts';
-import { cluster, sampleRequest } from '../test/support/capi-fixtures.ts';
-import {
-  chainedPlanRequestBody,
-  closedLoop,
-  percentile,
-  postHook,
-  REQUEST_TIMEOUT_MS,
-  type Phase,
-  type Target,
-} from './lib.ts';
-import { errorText, forEachLimit, openLoop, waitQuiet } from './lib/load.ts';
+import { ClusterName, ClusterNamespace, TargetVersion, UpgradePhase } from '../src/model/search-attributes.ts';
+import { workflowTypes } from '../src/model/workflow-types.ts';
+import { cluster, sampleRequest } from '../support/capi-fixtures.ts';
+import { chainedPlanRequestBody, postHook, REQUEST_TIMEOUT_MS, type Target } from './lib/hook-client.ts';
+import { closedLoop, errorText, forEachLimit, openLoop, waitQuiet, type Phase } from './lib/load.ts';
+import { percentile } from './lib/report.ts';
 import { MemorySampler } from './lib/proc.ts';
 import {
   classReport,
@@ -227,7 +221,7 @@ async function startWaiting(client: Client, i: number): Promise<void> {
   };
   const cluster = { namespace: c.metadata.namespace, name: c.metadata.name, uid: c.metadata.uid! };
   const input: ClusterUpgradeInput = { cluster, firstCall };
-  await client.workflow.start('clusterUpgradeWorkflow', {
+  await client.workflow.start(workflowTypes.clusterUpgrade, {
     workflowId: clusterUpgradeWorkflowId(cluster),
     taskQueue: TASK_QUEUE,
     args: [input],
@@ -334,7 +328,7 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
       const seconds = (performance.now() - started) / 1000;
       log(`  started ${to - from} in ${seconds.toFixed(1)} s (${((to - from) / seconds).toFixed(0)}/s)`);
     }
-    const query = `WorkflowType = "clusterUpgradeWorkflow" AND ExecutionStatus = "Running" AND CapiClusterNamespace = "fleet-${GROUP.waiting}"`;
+    const query = `WorkflowType = "${workflowTypes.clusterUpgrade}" AND ExecutionStatus = "Running" AND CapiClusterNamespace = "fleet-${GROUP.waiting}"`;
     const deadline = Date.now() + 300_000;
     let running = 0;
     while ((running = (await client.workflow.count(query)).count) < to && Date.now() < deadline)

@@ -18,20 +18,11 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { HOOKS_PATH_PREFIX, defaultHandlerName, type HookName } from '../src/api/contract.ts';
 import { hookPath } from '../src/api/hook-route.ts';
-import { sampleRequest } from '../test/support/capi-fixtures.ts';
-import {
-  chainedPlanRequestBody,
-  closedLoop,
-  formatMs,
-  machineLine,
-  numberOption,
-  percentile,
-  postHook,
-  runMain,
-  startBenchHookServer,
-  table,
-  writeServingCertificate,
-} from './lib.ts';
+import { sampleRequest } from '../support/capi-fixtures.ts';
+import { chainedPlanRequestBody, postHook } from './lib/hook-client.ts';
+import { startBenchHookServer, writeServingCertificate } from './lib/hook-server.ts';
+import { closedLoop } from './lib/load.ts';
+import { formatMs, machineLine, numberOption, percentile, runMain, table } from './lib/report.ts';
 
 // ---------------------------------------------------------------- IPC
 

@@ -29,12 +29,13 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import { DEFAULT_NODE_UPGRADER_NAMESPACE, nodeUpgraderLeaseName } from '../src/api/node-upgraders.ts';
+import { nodeUpgraderLeaseName } from '../src/api/node-upgraders.ts';
+import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../src/model/machine-update.ts';
 import { queueMachineUpdate } from '../src/api/machine-update-queue.ts';
 import { ensureNodeUpgradeRequestCrd } from '../src/activities/executors/delegate.ts';
 import { machineUpdateSlotsQuery } from '../src/workflows/messages.ts';
 import { machineUpdateSlotsWorkflowId, type MachineUpdateStatus } from '../src/model/machine-update.ts';
-import { imageNodeOptions } from './image-env.ts';
+import { imageNodeOptions } from '../support/image-env.ts';
 import { memoryBreakdown } from './lib/fleet-profile.ts';
 import { cpuByCommand, memoryOf, MemorySampler } from './lib/proc.ts';
 import { buildExtension, end, freePorts, spawnExtension, waitReady } from './lib/stack.ts';
@@ -123,8 +124,8 @@ async function main(): Promise<void> {
     );
     console.log(`test bed, Temporal and workflow bundle ready in ${s(Date.now() - t0)}`);
 
-    const fixtures = await import('../test/support/fixtures.ts');
-    const rigModule = await import('../test/support/machine-update-rig.ts');
+    const fixtures = await import('../support/testbed-fixtures.ts');
+    const rigModule = await import('../support/machine-update-rig.ts');
     const group = fixtures.testGroup('bench');
     const t1 = Date.now();
     const rig = await rigModule.createMachineUpdateRig(group, nodes);

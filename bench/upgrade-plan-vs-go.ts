@@ -36,21 +36,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { HOOKS_PATH_PREFIX } from '../src/api/contract.ts';
-import {
-  chainedPlanRequestBody,
-  closedLoop,
-  formatMs,
-  machineLine,
-  numberOption,
-  percentile,
-  postHook,
-  runMain,
-  startBenchHookServer,
-  table,
-  writeServingCertificate,
-  type Phase,
-  type Target,
-} from './lib.ts';
+import { chainedPlanRequestBody, postHook, type Target } from './lib/hook-client.ts';
+import { startBenchHookServer, writeServingCertificate } from './lib/hook-server.ts';
+import { closedLoop, type Phase } from './lib/load.ts';
+import { formatMs, machineLine, numberOption, percentile, runMain, table } from './lib/report.ts';
 import { cpuSecondsOf, memoryOf } from './lib/proc.ts';
 
 // Both servers register the handler under the same name, so one path fits both.

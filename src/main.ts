@@ -23,7 +23,7 @@ import {
 import { DEFAULT_WORKLOAD_NAMESPACE } from './activities/machine-update.ts';
 import { upgradePlanHandlers } from './api/routes/upgrade-plan.ts';
 import { startHookServer, type HookServer } from './api/server.ts';
-import { ConfigError, parseConfig, type AppConfig } from './config.ts';
+import { ConfigError, parseConfig, type AppConfig } from './config/index.ts';
 import { startOpsServer, type OpsServer } from './ops/ops-server.ts';
 import { startTemporalProbe } from './ops/temporal-probe.ts';
 import { startVisibilityGauges } from './ops/visibility-gauges.ts';

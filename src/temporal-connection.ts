@@ -1,6 +1,6 @@
 // How this process reaches Temporal: address and namespace, TLS (server CA,
 // server name), mTLS client certificate and key, or a Temporal Cloud API key,
-// all from settings and files (src/config.ts). Files are re-read on an interval:
+// all from settings and files (src/config/). Files are re-read on an interval:
 // a new API key is installed on the live connections; a new CA or client
 // certificate makes the caller reconnect (gRPC fixes TLS at connect time).
 import { createHash } from 'node:crypto';

@@ -6,7 +6,7 @@
 import type { Connection } from '@temporalio/client';
 // Default import: the package is CommonJS, and Node's ESM loader does not see its named exports.
 import proto from '@temporalio/proto';
-import { allSearchAttributeKeys } from './workflows/search-attributes.ts';
+import { allSearchAttributeKeys } from './model/search-attributes.ts';
 
 export async function ensureSearchAttributes(connection: Connection, namespace: string): Promise<{ added: string[] }> {
   const existing = await connection.operatorService.listSearchAttributes({ namespace });

@@ -5,7 +5,7 @@ import { AsyncCompletionClient } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from './activities/index.ts';
 import { NodeUpgradeWatch } from './activities/node-upgrade-watch.ts';
-import type { WorkerTuning } from './config.ts';
+import type { WorkerTuning } from './config/index.ts';
 import {
   connectFailureMessage,
   connectionOptions,

@@ -3,7 +3,7 @@
 // split into code, V8 heap, external and the rest. This is the profile behind
 // issue 15's figures (docs/performance.md).
 import { availableParallelism } from 'node:os';
-import { table } from '../lib.ts';
+import { table } from './report.ts';
 import { residentBreakdownOf } from './proc.ts';
 import type { ExtensionChild } from './stack.ts';
 

@@ -4,7 +4,8 @@
 import { execFileSync } from 'node:child_process';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { readFileSync } from 'node:fs';
-import { formatMs, percentile, table, type Phase } from '../lib.ts';
+import type { Phase } from './load.ts';
+import { formatMs, percentile, table } from './report.ts';
 import { breakdownTable, cpuTable, type ClassCpu, type MemoryBreakdown } from './fleet-profile.ts';
 import { cpuSecondsOf, threadCpuOf, treeCpuSecondsOf, type MemorySampler } from './proc.ts';
 import { frontendRequests, type FrontendCalls, type Stack } from './stack.ts';

@@ -1,8 +1,52 @@
-// Load shapes the fleet benchmark needs beyond bench/lib.ts's closed loop: an
-// open loop at a fixed rate, a bounded-concurrency "for each", and waiting for
-// the machine to go quiet between measurements.
-import type { Phase } from '../lib.ts';
+// Load shapes: a closed loop (the hook benchmarks), an open loop at a fixed
+// rate, a bounded-concurrency "for each", and waiting for the machine to go
+// quiet between measurements.
 import { cpuSecondsOf } from './proc.ts';
+
+export interface Phase {
+  requests: number;
+  errors: number;
+  /** Error message → count, to print a few samples. */
+  errorSamples: Map<string, number>;
+  /** Milliseconds, successful requests only, in completion order. */
+  latencies: number[];
+  seconds: number;
+}
+
+/**
+ * A closed loop: `concurrency` workers, each sending its next request as soon
+ * as the last one is answered, until `seconds` have passed or `maxRequests`
+ * were sent (whichever comes first), so a run is bounded in time and count.
+ */
+export async function closedLoop(
+  concurrency: number,
+  seconds: number,
+  maxRequests: number,
+  send: () => Promise<unknown>,
+): Promise<Phase> {
+  const phase: Phase = { requests: 0, errors: 0, errorSamples: new Map(), latencies: [], seconds: 0 };
+  const start = process.hrtime.bigint();
+  const deadline = start + BigInt(Math.round(seconds * 1e9));
+  let issued = 0;
+  const worker = async () => {
+    while (issued < maxRequests && process.hrtime.bigint() < deadline) {
+      issued++;
+      const t0 = process.hrtime.bigint();
+      try {
+        await send();
+        phase.latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      } catch (err) {
+        phase.errors++;
+        const message = err instanceof Error ? err.message : String(err);
+        phase.errorSamples.set(message, (phase.errorSamples.get(message) ?? 0) + 1);
+      }
+      phase.requests++;
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  phase.seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  return phase;
+}
 
 export const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 

@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort, startDevServer, type DevServer } from '../../src/local/temporal-dev-server.ts';
 import { startProductionTemporal, type ProductionTemporal } from '../../src/local/temporal-production.ts';
-import { imageMemoryEnv, imageNodeOptions } from '../image-env.ts';
-import { writeServingCertificate } from '../lib.ts';
+import { imageMemoryEnv, imageNodeOptions } from '../../support/image-env.ts';
+import { writeServingCertificate } from './hook-server.ts';
 
 const execFileAsync = promisify(execFile);
 // Preloaded (`node --import`) into the extension processes: when the benchmark dies without

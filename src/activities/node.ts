@@ -29,7 +29,7 @@ import {
 } from './machine-update-common.ts';
 import type { MachineRef, MachineUpdateActivities, PreflightResult } from './machine-update-types.ts';
 import { unavailableBudgetExceeded } from './unavailable-budget.ts';
-import { kubeletMatches } from './upgrade.ts';
+import { kubeletMatches } from '../domain/cluster-health.ts';
 
 /** Node annotation recording that this extension cordoned the node (set in the same patch as the cordon). */
 export const CORDONED_BY_ANNOTATION = 'upgrades.capi-orchestrator.io/cordoned-by';

@@ -3,7 +3,7 @@
 // JSON mode). The event's id is the Kubernetes Event's key, so a receiver can
 // drop the duplicates a retry may send. Retried a few times here, then given
 // up: a notification never holds an upgrade back.
-import { notificationsSent } from '../ops/metrics.ts';
+import { notificationsSent } from './metrics.ts';
 import type { ClusterEventInput, ClusterEventReason } from './upgrade-types.ts';
 
 /** The reasons that are phase changes (steps opening are not notified). */

@@ -1,26 +1,13 @@
 // The contract between the cluster upgrade workflow and its activities
 // (implemented in upgrade.ts against the management and workload clusters).
+import type { HealthCriteria, HealthReport, HealthScope } from '../domain/cluster-health.ts';
 import type { ClusterRef, ReservedCapacity } from '../model/cluster-upgrade.ts';
 
-export type HealthScope = 'pre' | 'control-plane' | 'workers' | 'post';
+export type { HealthReport, HealthScope };
 
-export interface HealthCheckInput {
+/** A health check of one cluster; the verdict is domain/cluster-health.ts. */
+export interface HealthCheckInput extends HealthCriteria {
   cluster: ClusterRef;
-  scope: HealthScope;
-  /** Kubelet version the nodes in scope must report (post-step checks). */
-  version?: string;
-  criticalNamespaces: string[];
-  blockingPdbPolicy: 'fail' | 'warn';
-}
-
-export interface HealthReport {
-  healthy: boolean;
-  /** Deterministic one-line summary for the given cluster state (it reaches CAPI conditions). */
-  summary: string;
-  /** What is wrong, one line each, sorted. */
-  findings: string[];
-  /** What is worth knowing but does not fail the check, sorted. */
-  warnings: string[];
 }
 
 export interface CapacityInput {

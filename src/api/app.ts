@@ -9,7 +9,7 @@ import {
   SMALL_BODY_BYTES,
   SMALL_BODY_RESERVE_BYTES,
   type ServerConfig,
-} from '../config.ts';
+} from '../config/server.ts';
 import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from '../model/cluster-upgrade.ts';
 import { hookBodiesRefused, hookRequestBodyBytes } from '../ops/metrics.ts';
 import { BodyBudget, recordBodyBytes } from './body-budget.ts';

@@ -1,4 +1,4 @@
-// Lifecycle hooks backed by the cluster upgrade workflow. A call reads the
+// The upgrade hooks, backed by the cluster upgrade workflow. A call reads the
 // upgrade's run from UpgradeViews (kept per process for the upgrades polled
 // here, read by a List of the polled ids or a shared describe; no history, no
 // worker needed) and answers from what it finds:
@@ -11,20 +11,19 @@
 //     (terminated, failed, timed out, cancelled, ended by a deletion) or gone
 //     (past retention) → a fresh run for this call, recording the old run id;
 //   - no run: one start (no describe first when the List of polled ids did not show it running).
-// Every write (start, update, signal) first passes the call's request check
-// (request-checks.ts), once per call: an answer read from the view reads no Kubernetes.
-// BeforeClusterCreate and AfterControlPlaneInitialized never wait on Temporal.
+// The reads of a run are upgrade-runs.ts. Every write (start, update, signal)
+// first passes the call's request check (request-checks.ts), once per call: an
+// answer read from the view reads no Kubernetes. The other lifecycle hooks
+// (create, control plane initialized, delete) are cluster-lifecycle.ts.
 import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
   type Client,
 } from '@temporalio/client';
-import proto from '@temporalio/proto';
-import { policyHash, resolveUpgradePolicy, type UpgradePolicy } from '../domain/upgrade-policy.ts';
+import { policyHash, resolveUpgradePolicy } from '../domain/upgrade-policy.ts';
 import { tryParseVersion } from '../domain/versions.ts';
 import {
-  CLUSTER_UPGRADE_MEMO_KEY,
   clusterUpgradeWorkflowId,
   gateKey,
   MAX_GATES_PER_UPGRADE,
@@ -36,8 +35,9 @@ import {
   type Gate,
   type HookCall,
   type UpgradeHook,
+  type UpgradePolicy,
 } from '../model/cluster-upgrade.ts';
-import { abortSignal, recordHookUpdate, updatePolicySignal } from '../workflows/messages.ts';
+import { recordHookUpdate, updatePolicySignal } from '../workflows/messages.ts';
 import { FLEET_ROLLOUT_ANNOTATION } from '../model/fleet-rollout.ts';
 import {
   ClusterName,
@@ -45,16 +45,19 @@ import {
   FleetRollout,
   TargetVersion,
   UpgradePhase,
-} from '../workflows/search-attributes.ts';
+} from '../model/search-attributes.ts';
+import { workflowTypes } from '../model/workflow-types.ts';
 import { BackgroundRecorder } from './background-recorder.ts';
 import type { Cluster } from './contract.ts';
-import { HookFailure, HttpError } from './errors.ts';
+import { HookFailure } from './errors.ts';
 import type { HookContext, HookImplementation } from './hook-route.ts';
+import { clusterRef, createClusterLifecycleHandlers } from './cluster-lifecycle.ts';
 import type { LifecycleHandlers } from './routes/lifecycle.ts';
 import { grpcStatus, withinDeadline } from './temporal-calls.ts';
 import { RecentKeys } from './recent-keys.ts';
-import { clusterDeleteRule, clusterUpgradeRule, type RequestChecks } from './request-checks.ts';
-import { UpgradeViews, type ListedRun, type RunView, type UpgradeViewsOptions } from './upgrade-views.ts';
+import { clusterUpgradeRule, type RequestChecks } from './request-checks.ts';
+import { describeUpgradeRun, internalErrorOf, listRunningUpgrades, withinHookDeadline } from './upgrade-runs.ts';
+import { UpgradeViews, type RunView, type UpgradeViewsOptions } from './upgrade-views.ts';
 
 export interface ClusterUpgradeBackendOptions {
   client: Client;
@@ -75,17 +78,6 @@ export type ClusterUpgradeHandlers = LifecycleHandlers & { views: UpgradeViews }
 
 type RetryResult = { status: 'Success' | 'Failure'; message?: string; retryAfterSeconds: number };
 
-// A CommonJS package: under native ESM only its default export is visible.
-const EventType = proto.temporal.api.enums.v1.EventType;
-
-/** The identity an upgrade is keyed by: namespace, name and uid (a recreated cluster is another one). */
-function clusterRef(cluster: Cluster): Required<ClusterRef> {
-  const uid = cluster.metadata.uid;
-  if (!uid)
-    throw new HttpError(400, 'cluster.metadata.uid is required: the upgrade is keyed by it', 'cluster.metadata.uid');
-  return { namespace: cluster.metadata.namespace, name: cluster.metadata.name, uid };
-}
-
 function answer(gate: Gate): RetryResult {
   if (gate.state === 'Open') return { status: 'Success', message: gate.message, retryAfterSeconds: 0 };
   if (gate.state === 'Failed') return { status: 'Failure', message: gate.message, retryAfterSeconds: 0 };
@@ -102,27 +94,59 @@ function requireVersion(field: string, value: string): string {
   return value;
 }
 
-/** Waits for `p` no longer than the hook may: a shared describe outlives the calls that joined it. */
-async function withinHookDeadline<T>(p: Promise<T>, ctx: Pick<HookContext, 'deadline' | 'signal'>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        const give = () => reject(new Error('the hook deadline passed while reading the upgrade'));
-        timer = setTimeout(give, Math.max(0, ctx.deadline - Date.now()));
-        onAbort = give;
-        ctx.signal.addEventListener('abort', onAbort, { once: true });
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-    if (onAbort) ctx.signal.removeEventListener('abort', onAbort);
-  }
+function policyFor(request: { cluster: Cluster }, ctx: HookContext): UpgradePolicy {
+  const resolved = resolveUpgradePolicy({
+    settings: ctx.settings,
+    annotations: request.cluster.metadata.annotations,
+  });
+  if (!resolved.ok) throw new HookFailure(resolved.message);
+  return resolved.policy;
 }
 
-const SHARED_DESCRIBE_TIMEOUT_MS = 10_000;
+const targetOf = (cluster: Cluster, fallback: string): string =>
+  requireVersion('cluster.spec.topology.version', cluster.spec?.topology?.version ?? fallback);
+const steps = (list?: { version: string }[]) => (list ?? []).map((s) => s.version);
+
+/** The fields of the upgrade hooks' requests (schema-validated: Before* carry from/to, After* a version). */
+interface UpgradeHookRequest {
+  cluster: Cluster;
+  fromKubernetesVersion?: string;
+  toKubernetesVersion?: string;
+  kubernetesVersion?: string;
+  controlPlaneUpgrades?: { version: string }[];
+  workersUpgrades?: { version: string }[];
+}
+
+/** The call an upgrade hook's request records, and the cluster it is about (400 or Failure when unreadable). */
+function hookCallOf(
+  hook: UpgradeHook,
+  r: UpgradeHookRequest,
+  ctx: HookContext,
+): { target: UpgradeTarget; call: HookCall } {
+  const ref = clusterRef(r.cluster);
+  const before = hook.startsWith('Before');
+  const version = before
+    ? requireVersion('toKubernetesVersion', r.toKubernetesVersion ?? '')
+    : requireVersion('kubernetesVersion', r.kubernetesVersion ?? '');
+  if (before) requireVersion('fromKubernetesVersion', r.fromKubernetesVersion ?? '');
+  // The cluster-wide hooks name the whole upgrade's target; step hooks take it from the Cluster.
+  const target =
+    hook === 'BeforeClusterUpgrade' || hook === 'AfterClusterUpgrade' ? version : targetOf(r.cluster, version);
+  const policy = policyFor(r, ctx);
+  const call: HookCall = {
+    hook,
+    version,
+    targetVersion: target,
+    ...(before && r.fromKubernetesVersion ? { fromVersion: r.fromKubernetesVersion } : {}),
+    controlPlaneUpgrades: steps(r.controlPlaneUpgrades),
+    workersUpgrades: steps(r.workersUpgrades),
+    policy,
+    policyHash: policyHash(policy),
+  };
+  const rollout = r.cluster.metadata.annotations?.[FLEET_ROLLOUT_ANNOTATION];
+  return { target: { ...ref, ...(rollout ? { rollout } : {}) }, call };
+}
+
 /** How long a sent policy signal is remembered: well past the time a kept answer or a List can lag. */
 const POLICY_SIGNAL_MEMORY_MS = 30_000;
 
@@ -131,68 +155,17 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
   const log = opts.log ?? { warn: () => {}, error: () => {} };
   const recorder = opts.recorder ?? new BackgroundRecorder({ log });
 
-  // Shared by every call that joins it: its own deadline, no caller's abort.
-  const describeRun = async (workflowId: string): Promise<RunView | undefined> => {
-    try {
-      const d = await client.connection.withDeadline(Date.now() + SHARED_DESCRIBE_TIMEOUT_MS, () =>
-        client.connection.withAbortSignal(new AbortController().signal, () =>
-          client.workflow.getHandle(workflowId).describe(),
-        ),
-      );
-      const memo = d.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
-      return {
-        runId: d.runId,
-        running: d.status.name === 'RUNNING',
-        status: d.status.name,
-        ...(memo ? { memo } : {}),
-        workflowTaskRetrying: (d.raw.pendingWorkflowTask?.attempt ?? 1) > 1,
-      };
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return undefined;
-      throw err;
-    }
-  };
-
-  /** A retried workflow task after a failed one (not a timeout, as after a worker crash) is a bug in the workflow. */
-  const workflowTaskFailed = async (workflowId: string, runId: string): Promise<boolean> => {
-    const res = await client.workflowService.getWorkflowExecutionHistoryReverse({
-      namespace: client.options.namespace,
-      execution: { workflowId, runId },
-      maximumPageSize: 20,
-    });
-    for (const event of res.history?.events ?? []) {
-      if (event.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) return true;
-      if (
-        event.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED ||
-        event.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
-      )
-        return false;
-    }
-    return false;
-  };
+  const views = new UpgradeViews({
+    describe: describeUpgradeRun(client),
+    listRunning: listRunningUpgrades(client),
+    log,
+    ...opts.views,
+  });
   /** The internal-error Failure when the run is running and its workflow task keeps failing, else undefined. */
-  const internalError = async (workflowId: string, run: RunView | undefined): Promise<RetryResult | undefined> =>
-    run?.running && run.workflowTaskRetrying && (await workflowTaskFailed(workflowId, run.runId))
-      ? failure(`internal error in workflow ${workflowId}, see run ${run.runId}`)
-      : undefined;
-
-  // Its own deadline, no caller's abort: one List serves the polls of many calls. Only the polled
-  // ids (the views pass ids a quoted literal holds as they are), so its cost follows the polls.
-  const listRunning = async function* (workflowIds: readonly string[]): AsyncIterable<ListedRun> {
-    const ids = workflowIds.map((id) => `"${id}"`).join(', ');
-    const query = `WorkflowType = "clusterUpgradeWorkflow" AND ExecutionStatus = "Running" AND WorkflowId IN (${ids})`;
-    const runs = await client.connection.withDeadline(Date.now() + SHARED_DESCRIBE_TIMEOUT_MS, () =>
-      client.connection.withAbortSignal(new AbortController().signal, async () => {
-        const all: ListedRun[] = [];
-        // One more than can match: a full page would make the client ask for a next, empty one.
-        for await (const wf of client.workflow.list({ query, pageSize: workflowIds.length + 1 }))
-          all.push({ workflowId: wf.workflowId, runId: wf.runId, memo: wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] });
-        return all;
-      }),
-    );
-    yield* runs;
+  const internalError = async (workflowId: string, run: RunView | undefined): Promise<RetryResult | undefined> => {
+    const message = await internalErrorOf(client, workflowId, run);
+    return message === undefined ? undefined : failure(message);
   };
-  const views = new UpgradeViews({ describe: describeRun, listRunning, log, ...opts.views });
   const policySignals = new RecentKeys(POLICY_SIGNAL_MEMORY_MS);
 
   /**
@@ -216,7 +189,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       ...(replacing?.previousRunId ? { previousRunId: replacing.previousRunId } : {}),
     };
     views.invalidate(workflowId);
-    await client.workflow.start('clusterUpgradeWorkflow', {
+    await client.workflow.start(workflowTypes.clusterUpgrade, {
       workflowId,
       taskQueue,
       args: [input],
@@ -332,139 +305,21 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     });
   };
 
-  const policyFor = (request: { cluster: Cluster }, ctx: HookContext): UpgradePolicy => {
-    const resolved = resolveUpgradePolicy({
-      settings: ctx.settings,
-      annotations: request.cluster.metadata.annotations,
-    });
-    if (!resolved.ok) throw new HookFailure(resolved.message);
-    return resolved.policy;
-  };
-  const targetOf = (cluster: Cluster, fallback: string): string =>
-    requireVersion('cluster.spec.topology.version', cluster.spec?.topology?.version ?? fallback);
-  const steps = (list?: { version: string }[]) => (list ?? []).map((s) => s.version);
-
-  /** The fields of the upgrade hooks' requests (schema-validated: Before* carry from/to, After* a version). */
-  interface UpgradeHookRequest {
-    cluster: Cluster;
-    fromKubernetesVersion?: string;
-    toKubernetesVersion?: string;
-    kubernetesVersion?: string;
-    controlPlaneUpgrades?: { version: string }[];
-    workersUpgrades?: { version: string }[];
-  }
-
   const upgradeHookHandler =
     <H extends UpgradeHook>(hook: H): HookImplementation<H> =>
     async (request, ctx) => {
-      const r = request as unknown as UpgradeHookRequest;
-      const ref = clusterRef(r.cluster);
-      const before = hook.startsWith('Before');
-      const version = before
-        ? requireVersion('toKubernetesVersion', r.toKubernetesVersion ?? '')
-        : requireVersion('kubernetesVersion', r.kubernetesVersion ?? '');
-      if (before) requireVersion('fromKubernetesVersion', r.fromKubernetesVersion ?? '');
-      // The cluster-wide hooks name the whole upgrade's target; step hooks take it from the Cluster.
-      const target =
-        hook === 'BeforeClusterUpgrade' || hook === 'AfterClusterUpgrade' ? version : targetOf(r.cluster, version);
-      const policy = policyFor(r, ctx);
-      const call: HookCall = {
-        hook,
-        version,
-        targetVersion: target,
-        ...(before && r.fromKubernetesVersion ? { fromVersion: r.fromKubernetesVersion } : {}),
-        controlPlaneUpgrades: steps(r.controlPlaneUpgrades),
-        workersUpgrades: steps(r.workersUpgrades),
-        policy,
-        policyHash: policyHash(policy),
-      };
-      const rollout = r.cluster.metadata.annotations?.[FLEET_ROLLOUT_ANNOTATION];
-      return (await upgradeHook({ ...ref, ...(rollout ? { rollout } : {}) }, call, ctx)) as Awaited<
-        ReturnType<HookImplementation<H>>
-      >;
+      const { target, call } = hookCallOf(hook, request as unknown as UpgradeHookRequest, ctx);
+      return (await upgradeHook(target, call, ctx)) as Awaited<ReturnType<HookImplementation<H>>>;
     };
-
-  /** Off the request path: a lifecycle event is history, never a reason to hold a cluster back. */
-  const recordEvent = (hook: string, cluster: Cluster): void => {
-    const ref = clusterRef(cluster);
-    const workflowId = `cluster-event/${ref.namespace}/${ref.name}/${hook}/${ref.uid}`;
-    recorder.record(workflowId, async (deadline) => {
-      try {
-        await client.connection.withDeadline(deadline, () =>
-          client.workflow.start('clusterEventWorkflow', {
-            workflowId,
-            taskQueue,
-            args: [
-              {
-                cluster: ref,
-                hook,
-                ...(cluster.spec?.topology?.version ? { kubernetesVersion: cluster.spec.topology.version } : {}),
-              },
-            ],
-            workflowIdReusePolicy: 'REJECT_DUPLICATE',
-            typedSearchAttributes: [
-              { key: ClusterNamespace, value: ref.namespace },
-              { key: ClusterName, value: ref.name },
-            ],
-          }),
-        );
-      } catch (err) {
-        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-      }
-    });
-  };
-
-  const beforeClusterDelete: HookImplementation<'BeforeClusterDelete'> = async (request, ctx) => {
-    const ref = { namespace: request.cluster.metadata.namespace, name: request.cluster.metadata.name };
-    // Aborting is for good: only for a Cluster that is really going away.
-    const checked = checks.before(ctx, clusterDeleteRule(ref));
-    return await withinDeadline(client, ctx, async () => {
-      const query = `${ClusterNamespace.name} = ${JSON.stringify(ref.namespace)} AND ${ClusterName.name} = ${JSON.stringify(ref.name)} AND ExecutionStatus = "Running"`;
-      const running: string[] = [];
-      for await (const wf of client.workflow.list({ query })) {
-        const memo = Object.values(wf.memo ?? {})[0] as { abortRequested?: string } | undefined;
-        // Signal once: the memo shows an abort already on its way.
-        if (memo?.abortRequested !== 'cluster is being deleted') {
-          await checked();
-          views.invalidate(wf.workflowId);
-          try {
-            await client.workflow
-              .getHandle(wf.workflowId)
-              .signal(abortSignal, { reason: 'cluster is being deleted', final: true });
-          } catch (err) {
-            // Ended since the List saw it (visibility lags): nothing left to abort or wait for.
-            if (err instanceof WorkflowNotFoundError) continue;
-            throw err;
-          }
-        }
-        running.push(wf.workflowId);
-      }
-      if (running.length === 0) return { status: 'Success', retryAfterSeconds: 0 };
-      running.sort();
-      return {
-        status: 'Success',
-        message: `waiting for ${running.length} workflow(s) of this cluster to wind down: ${running.join(', ')}`,
-        retryAfterSeconds: 10,
-      };
-    });
-  };
 
   return {
     views,
-    BeforeClusterCreate: async (request) => {
-      recordEvent('BeforeClusterCreate', request.cluster);
-      return { status: 'Success', retryAfterSeconds: 0 };
-    },
-    AfterControlPlaneInitialized: async (request) => {
-      recordEvent('AfterControlPlaneInitialized', request.cluster);
-      return { status: 'Success' };
-    },
+    ...createClusterLifecycleHandlers({ client, taskQueue, checks, recorder, views }),
     BeforeClusterUpgrade: upgradeHookHandler('BeforeClusterUpgrade'),
     BeforeControlPlaneUpgrade: upgradeHookHandler('BeforeControlPlaneUpgrade'),
     AfterControlPlaneUpgrade: upgradeHookHandler('AfterControlPlaneUpgrade'),
     BeforeWorkersUpgrade: upgradeHookHandler('BeforeWorkersUpgrade'),
     AfterWorkersUpgrade: upgradeHookHandler('AfterWorkersUpgrade'),
     AfterClusterUpgrade: upgradeHookHandler('AfterClusterUpgrade'),
-    BeforeClusterDelete: beforeClusterDelete,
   };
 }

@@ -6,6 +6,10 @@
 // whose fields grow between releases; only what we read is required.
 import { Type, type Static, type TSchema } from 'typebox';
 import { DNS1123_LABEL, DNS1123_SUBDOMAIN, MAX_UPGRADE_STEPS } from '../model/cluster-upgrade.ts';
+import { hookDefaults, hookNames, type FailurePolicy, type HookFamily, type HookName } from '../model/hooks.ts';
+
+// The hook names live below config and api both; they are part of this contract too.
+export { defaultHandlerName, hookNames, type FailurePolicy, type HookFamily, type HookName } from '../model/hooks.ts';
 
 export const HOOKS_API_VERSION = 'hooks.runtime.cluster.x-k8s.io/v1alpha1';
 export const HOOKS_PATH_PREFIX = `/${HOOKS_API_VERSION}`;
@@ -136,7 +140,6 @@ export type HookStatus = Static<typeof StatusSchema>;
 
 // ---- hook catalog -----------------------------------------------------------
 
-export type HookFamily = 'lifecycle' | 'upgrade-plan' | 'in-place';
 export type ResponseShape = 'plain' | 'retry';
 
 interface HookSpec<R extends Record<string, TSchema>, S extends Record<string, TSchema>> {
@@ -149,8 +152,6 @@ interface HookSpec<R extends Record<string, TSchema>, S extends Record<string, T
   response: S;
   defaultFailurePolicy: FailurePolicy;
 }
-
-export type FailurePolicy = 'Fail' | 'Ignore';
 
 function hook<R extends Record<string, TSchema>, S extends Record<string, TSchema>>(spec: HookSpec<R, S>) {
   return spec;
@@ -184,84 +185,73 @@ const machineSetObjects = Type.Object(
 );
 const OptionalPatch = Type.Optional(PatchSchema);
 
-// Failure policies: hooks that only record (create, CP initialized) must not
-// hold a cluster back when we are down; everything that gates an upgrade or
-// answers for in-place changes fails closed.
+// Family and default failure policy per hook: model/hooks.ts.
 export const hookCatalog = {
   BeforeClusterCreate: hook({
-    family: 'lifecycle',
+    ...hookDefaults.BeforeClusterCreate,
     shape: 'retry',
     blocking: true,
     request: clusterOnly,
     response: {},
-    defaultFailurePolicy: 'Ignore',
   }),
   AfterControlPlaneInitialized: hook({
-    family: 'lifecycle',
+    ...hookDefaults.AfterControlPlaneInitialized,
     shape: 'plain',
     blocking: false,
     request: clusterOnly,
     response: {},
-    defaultFailurePolicy: 'Ignore',
   }),
   BeforeClusterUpgrade: hook({
-    family: 'lifecycle',
+    ...hookDefaults.BeforeClusterUpgrade,
     shape: 'retry',
     blocking: true,
     request: upgradeWindow,
     response: {},
-    defaultFailurePolicy: 'Fail',
   }),
   BeforeControlPlaneUpgrade: hook({
-    family: 'lifecycle',
+    ...hookDefaults.BeforeControlPlaneUpgrade,
     shape: 'retry',
     blocking: true,
     request: upgradeWindow,
     response: {},
-    defaultFailurePolicy: 'Fail',
   }),
   AfterControlPlaneUpgrade: hook({
-    family: 'lifecycle',
+    ...hookDefaults.AfterControlPlaneUpgrade,
     shape: 'retry',
     blocking: true,
     request: upgradePoint,
     response: {},
-    defaultFailurePolicy: 'Fail',
   }),
   BeforeWorkersUpgrade: hook({
-    family: 'lifecycle',
+    ...hookDefaults.BeforeWorkersUpgrade,
     shape: 'retry',
     blocking: true,
     request: upgradeWindow,
     response: {},
-    defaultFailurePolicy: 'Fail',
   }),
   AfterWorkersUpgrade: hook({
-    family: 'lifecycle',
+    ...hookDefaults.AfterWorkersUpgrade,
     shape: 'retry',
     blocking: true,
     request: upgradePoint,
     response: {},
-    defaultFailurePolicy: 'Fail',
   }),
   AfterClusterUpgrade: hook({
-    family: 'lifecycle',
+    ...hookDefaults.AfterClusterUpgrade,
     shape: 'retry',
     blocking: true,
     request: { cluster: ClusterSchema, kubernetesVersion: Version },
     response: {},
-    defaultFailurePolicy: 'Fail',
   }),
   BeforeClusterDelete: hook({
-    family: 'lifecycle',
+    ...hookDefaults.BeforeClusterDelete,
     shape: 'retry',
     blocking: true,
     request: clusterOnly,
     response: {},
-    defaultFailurePolicy: 'Fail',
   }),
   GenerateUpgradePlan: hook({
-    family: 'upgrade-plan',
+    ...hookDefaults.GenerateUpgradePlan,
     shape: 'plain',
     blocking: false,
     request: {
@@ -271,10 +261,9 @@ export const hookCatalog = {
       toKubernetesVersion: Version,
     },
     response: { controlPlaneUpgrades: UpgradeSteps, workersUpgrades: UpgradeSteps },
-    defaultFailurePolicy: 'Fail',
   }),
   CanUpdateMachine: hook({
-    family: 'in-place',
+    ...hookDefaults.CanUpdateMachine,
     shape: 'plain',
     blocking: false,
     request: { current: machineObjects, desired: machineObjects },
@@ -283,10 +272,9 @@ export const hookCatalog = {
       infrastructureMachinePatch: OptionalPatch,
       bootstrapConfigPatch: OptionalPatch,
     },
-    defaultFailurePolicy: 'Fail',
   }),
   CanUpdateMachineSet: hook({
-    family: 'in-place',
+    ...hookDefaults.CanUpdateMachineSet,
     shape: 'plain',
     blocking: false,
     request: { current: machineSetObjects, desired: machineSetObjects },
@@ -295,20 +283,15 @@ export const hookCatalog = {
       infrastructureMachineTemplatePatch: OptionalPatch,
       bootstrapConfigTemplatePatch: OptionalPatch,
     },
-    defaultFailurePolicy: 'Fail',
   }),
   UpdateMachine: hook({
-    family: 'in-place',
+    ...hookDefaults.UpdateMachine,
     shape: 'retry',
     blocking: true,
     request: { desired: machineObjects },
     response: {},
-    defaultFailurePolicy: 'Fail',
   }),
-} as const;
-
-export type HookName = keyof typeof hookCatalog;
-export const hookNames = Object.keys(hookCatalog) as HookName[];
+} as const satisfies Record<HookName, HookSpec<Record<string, TSchema>, Record<string, TSchema>>>;
 
 type Catalog = typeof hookCatalog;
 type RetryFields<H extends HookName> = Catalog[H]['shape'] extends 'retry' ? { retryAfterSeconds: number } : object;
@@ -392,8 +375,3 @@ export const DiscoveryResponseSchema = Type.Object({
   handlers: Type.Array(ExtensionHandlerSchema),
 });
 export type DiscoveryResponse = Static<typeof DiscoveryResponseSchema>;
-
-/** `BeforeClusterUpgrade` → `before-cluster-upgrade`: the default handler name (as CAPI's test extension names them). */
-export function defaultHandlerName(hookName: HookName): string {
-  return hookName.replace(/([a-z])([A-Z])/g, '$1-$2').toLowerCase();
-}

@@ -6,7 +6,7 @@
 import { hookRequestDuration, type HookAnswer } from '../ops/metrics.ts';
 import type { TLSSocket } from 'node:tls';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { HandlerConfig } from '../config.ts';
+import type { HandlerConfig } from '../config/server.ts';
 import {
   HOOKS_API_VERSION,
   HOOKS_PATH_PREFIX,

@@ -10,7 +10,8 @@ import {
   type MachineUpdateSlotsStatus,
 } from '../model/machine-update.ts';
 import { acquireSlotSignal, machineUpdateSlotsQuery } from '../workflows/messages.ts';
-import { ClusterName, ClusterNamespace } from '../workflows/search-attributes.ts';
+import { ClusterName, ClusterNamespace } from '../model/search-attributes.ts';
+import { workflowTypes } from '../model/workflow-types.ts';
 
 /** How long a hook waits for the slots workflow to answer where an update is (it needs a worker). */
 const QUEUE_QUERY_MS = 2_000;
@@ -33,7 +34,7 @@ export async function queueMachineUpdate(
   const limit = input.maxConcurrentMachineUpdates ?? 0;
   const cluster = { namespace: input.machine.namespace, name: input.clusterName };
   const initial: MachineUpdateSlotsInput = { cluster, limit, holders: [], waiting: [] };
-  await client.workflow.signalWithStart('machineUpdateSlotsWorkflow', {
+  await client.workflow.signalWithStart(workflowTypes.machineUpdateSlots, {
     workflowId: slotsIdOf(input),
     taskQueue,
     args: [initial],

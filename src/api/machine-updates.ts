@@ -5,16 +5,14 @@
 // call's request check (request-checks.ts), once per call.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import {
-  allowedForExecutor,
   computeMachinePatches,
   computeMachineSetPatches,
   decodeJsonPatch,
-  resolveInPlacePolicy,
   specHash,
   type Declined,
-  type InPlacePolicy,
   type JsonPatch,
 } from '../domain/in-place.ts';
+import { allowedForExecutor, resolveInPlacePolicy, type InPlacePolicy } from '../domain/in-place-policy.ts';
 import { resolveMachineUpdatePolicy } from '../domain/machine-update-policy.ts';
 import { tryParseVersion } from '../domain/versions.ts';
 import { abortSignal, retrySignal } from '../workflows/messages.ts';
@@ -30,7 +28,8 @@ import {
   type TypedObjectRef,
 } from '../model/machine-update.ts';
 import type { RawObject } from './contract.ts';
-import { ClusterNamespace, MachineName, machineUpdateSearchAttributes } from '../workflows/search-attributes.ts';
+import { ClusterNamespace, MachineName, machineUpdateSearchAttributes } from '../model/search-attributes.ts';
+import { workflowTypes } from '../model/workflow-types.ts';
 import { queuedMachineUpdate, queueMachineUpdate } from './machine-update-queue.ts';
 import { withinDeadline } from './temporal-calls.ts';
 import { HookFailure } from './errors.ts';
@@ -219,7 +218,7 @@ export function createInPlaceHandlers(opts: {
     return { status: 'Success' as const, message: memo.message, retryAfterSeconds: RETRY_AFTER_SECONDS };
   };
   const runningQuery = (filters: string[]) =>
-    [...filters, 'WorkflowType = "machineUpdateWorkflow"', 'ExecutionStatus = "Running"'].join(' AND ');
+    [...filters, `WorkflowType = "${workflowTypes.machineUpdate}"`, 'ExecutionStatus = "Running"'].join(' AND ');
 
   const updateMachine: HookImplementation<'UpdateMachine'> = async (request, ctx) => {
     const inPlace = resolveInPlacePolicy(ctx.settings);
@@ -341,7 +340,7 @@ export function createInPlaceHandlers(opts: {
         await queueMachineUpdate(client, taskQueue, { workflowId, input, restart });
         return { status: 'Success', message: queuedMessage, retryAfterSeconds: RETRY_AFTER_SECONDS };
       }
-      await client.workflow.start('machineUpdateWorkflow', {
+      await client.workflow.start(workflowTypes.machineUpdate, {
         workflowId,
         taskQueue,
         args: [input],

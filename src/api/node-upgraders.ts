@@ -11,13 +11,12 @@
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { stableFailure } from '../activities/failures.ts';
 import { apiClient, isNotFound } from '../activities/kube.ts';
-import { InPlaceSettingsError, parseDeclaredPaths, type AllowedPath } from '../domain/in-place.ts';
+import { InPlaceSettingsError, parseDeclaredPaths, type AllowedPath } from '../domain/in-place-policy.ts';
 import { LEASE_CACHE_MS, leaseIsFresh } from './node-agents.ts';
 
 export const NODE_UPGRADER_LEASE_PREFIX = 'node-upgrader-';
 /** The Lease annotation listing what the upgrader applies (`inPlaceAllowedPaths` syntax; absent = `defaults`). */
 export const IN_PLACE_PATHS_ANNOTATION = 'upgrades.capi-orchestrator.io/in-place-paths';
-export const DEFAULT_NODE_UPGRADER_NAMESPACE = 'capi-upgrade-orchestrator-system';
 
 /** A Kubernetes kind that fits a Lease name once lowercased (hook input is hostile until checked). */
 const KIND = /^[A-Za-z][A-Za-z0-9]{0,48}$/;

@@ -11,7 +11,7 @@
 // by workflow id.
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import { ConfigError, parseConfig } from '../config.ts';
+import { ConfigError, parseConfig } from '../config/index.ts';
 import type { UpgradePhase } from '../model/cluster-upgrade.ts';
 import { table } from './table.ts';
 import { connectFailureMessage, connectionOptions, readTemporalCredentials } from '../temporal-connection.ts';

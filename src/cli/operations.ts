@@ -23,7 +23,8 @@ import {
   MachineName,
   TargetVersion,
   UpgradePhase as PhaseKey,
-} from '../workflows/search-attributes.ts';
+} from '../model/search-attributes.ts';
+import { workflowTypes } from '../model/workflow-types.ts';
 
 export interface ClusterKey {
   namespace: string;
@@ -80,7 +81,7 @@ export async function listUpgrades(
   client: Client,
   filter: { phase?: UpgradePhase; namespace?: string; all?: boolean; limit?: number },
 ): Promise<UpgradeRow[]> {
-  const parts = ["WorkflowType = 'clusterUpgradeWorkflow'"];
+  const parts = [`WorkflowType = '${workflowTypes.clusterUpgrade}'`];
   if (!filter.all) parts.push("ExecutionStatus = 'Running'");
   if (filter.phase) parts.push(`CapiUpgradePhase = ${quote(filter.phase)}`);
   if (filter.namespace) parts.push(`CapiClusterNamespace = ${quote(filter.namespace)}`);
@@ -90,7 +91,7 @@ export async function listUpgrades(
 /** Every run for one cluster, newest first (a recreated cluster or a replaced run has several). */
 export async function upgradeRuns(client: Client, cluster: ClusterKey): Promise<UpgradeRow[]> {
   const query = [
-    "WorkflowType = 'clusterUpgradeWorkflow'",
+    `WorkflowType = '${workflowTypes.clusterUpgrade}'`,
     `CapiClusterNamespace = ${quote(cluster.namespace)}`,
     `CapiClusterName = ${quote(cluster.name)}`,
   ].join(' AND ');
@@ -134,7 +135,7 @@ export async function upgradeStatus(client: Client, cluster: ClusterKey): Promis
   }
   const machineUpdates: MachineUpdateRow[] = [];
   const query = [
-    "WorkflowType = 'machineUpdateWorkflow'",
+    `WorkflowType = '${workflowTypes.machineUpdate}'`,
     "ExecutionStatus = 'Running'",
     `CapiClusterNamespace = ${quote(cluster.namespace)}`,
     `CapiClusterName = ${quote(cluster.name)}`,

@@ -10,7 +10,8 @@ import {
   type FleetRolloutMemo,
   type FleetRolloutStatus,
 } from '../model/fleet-rollout.ts';
-import { FleetRollout } from '../workflows/search-attributes.ts';
+import { FleetRollout } from '../model/search-attributes.ts';
+import { workflowTypes } from '../model/workflow-types.ts';
 import { UsageError } from './operations.ts';
 import { table } from './table.ts';
 
@@ -87,7 +88,7 @@ export async function startRollout(client: Client, taskQueue: string, input: Fle
   const workflowId = fleetRolloutWorkflowId(input.name);
   let handle;
   try {
-    handle = await client.workflow.start('fleetRolloutWorkflow', {
+    handle = await client.workflow.start(workflowTypes.fleetRollout, {
       workflowId,
       taskQueue,
       args: [input],
@@ -133,7 +134,7 @@ export interface RolloutRow {
 
 export async function listRollouts(client: Client): Promise<RolloutRow[]> {
   const rows: RolloutRow[] = [];
-  for await (const wf of client.workflow.list({ query: 'WorkflowType = "fleetRolloutWorkflow"' })) {
+  for await (const wf of client.workflow.list({ query: `WorkflowType = "${workflowTypes.fleetRollout}"` })) {
     const memo = wf.memo?.[FLEET_ROLLOUT_MEMO_KEY] as FleetRolloutMemo | undefined;
     rows.push({
       name: wf.workflowId.replace(/^fleet-rollout\//, ''),

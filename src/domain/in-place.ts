@@ -8,14 +8,7 @@
 // exactly the differences we can apply on the node; anything left out makes
 // CAPI fall back to a rollout.
 //
-// Settings (ExtensionConfig spec.settings only: these hooks carry no Cluster):
-// - `inPlaceUpdates`: "true" (default) or "false" (answer with no patches).
-// - `inPlaceAllowedPaths`: comma-separated `<Kind>:<JSON pointer>` entries
-//   replacing the default list; the entry `defaults` stands for the default
-//   list, so `defaults,KubeadmConfig:/spec/ntp` extends it. Pointers address
-//   the whole object: `/spec/...` for Machine, InfraMachine and
-//   BootstrapConfig kinds, `/spec/template/spec/...` for MachineSet and
-//   `*Template` kinds.
+// Settings: in-place-policy.ts. JSON pointers: json-pointer.ts.
 //
 // Rules:
 // - A Machine `spec.version` (MachineSet `spec.template.spec.version`) change
@@ -34,252 +27,21 @@
 // workflow code); the patch document is canonical JSON (object keys sorted by
 // UTF-16 code units), so equal input gives byte-identical base64.
 import { canonicalJson, fnv1a64 } from './canonical-json.ts';
+import type { InPlacePolicy } from './in-place-policy.ts';
+import {
+  cloneJson,
+  formatPointer,
+  isObject,
+  isPrefix,
+  lookup,
+  parsePointer,
+  setOrDelete,
+  setOwn,
+  type JsonObject,
+} from './json-pointer.ts';
 import { compareVersions, tryParseVersion, UNORDERED } from './versions.ts';
 
-// ---- settings -----------------------------------------------------------------
-
-/** An ExtensionConfig `spec.settings` key (the in-place hooks have no Cluster, so no annotation). */
-export interface InPlaceSettingKey {
-  readonly setting: string;
-}
-
-function key(setting: string): InPlaceSettingKey {
-  return { setting };
-}
-
-export const inPlaceKeys = {
-  inPlaceUpdates: key('inPlaceUpdates'),
-  inPlaceAllowedPaths: key('inPlaceAllowedPaths'),
-} as const;
-
-/** Invalid in-place settings; the message names the setting and its value. */
-export class InPlaceSettingsError extends Error {
-  override readonly name = 'InPlaceSettingsError';
-  readonly setting: string;
-  readonly value: string;
-  readonly reason: string;
-
-  constructor(setting: string, value: string, reason: string) {
-    super(`invalid setting ${setting} ${JSON.stringify(value)}: ${reason}`);
-    this.setting = setting;
-    this.value = value;
-    this.reason = reason;
-  }
-}
-
-/** One allowed path: a JSON pointer for objects of one kind. */
-export interface AllowedPath {
-  readonly kind: string;
-  /** Canonical JSON pointer (escaped). */
-  readonly pointer: string;
-  /** Unescaped reference tokens. */
-  readonly tokens: readonly string[];
-}
-
-export interface InPlacePolicy {
-  readonly enabled: boolean;
-  /** Sorted by kind, then tokens; no path lies under another path of the same kind. */
-  readonly allowedPaths: readonly AllowedPath[];
-}
-
-export const DEFAULT_ALLOWED_PATHS: readonly string[] = [
-  'Machine:/spec/version',
-  'KubeadmConfig:/spec/files',
-  'MachineSet:/spec/template/spec/version',
-  'KubeadmConfigTemplate:/spec/template/spec/files',
-];
-
-const KIND = /^[A-Za-z][A-Za-z0-9]*$/;
-
-/** Whether objects of `kind` carry their machine spec under `spec.template.spec`. */
-function isTemplateKind(kind: string): boolean {
-  return kind === 'MachineSet' || kind.endsWith('Template');
-}
-
-/** Splits a JSON pointer into unescaped tokens; undefined when it is not a valid pointer. */
-export function parsePointer(pointer: string): string[] | undefined {
-  if (pointer === '') return [];
-  if (!pointer.startsWith('/')) return undefined;
-  const tokens: string[] = [];
-  for (const raw of pointer.slice(1).split('/')) {
-    if (/~(?![01])/.test(raw)) return undefined;
-    tokens.push(raw.replace(/~1/g, '/').replace(/~0/g, '~'));
-  }
-  return tokens;
-}
-
-/** Joins unescaped tokens into a JSON pointer (`~` → `~0`, `/` → `~1`). */
-export function formatPointer(tokens: readonly string[]): string {
-  return tokens.map((t) => `/${t.replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
-}
-
-function compareTokens(a: readonly string[], b: readonly string[]): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    const x = a[i] ?? '';
-    const y = b[i] ?? '';
-    if (x !== y) return x < y ? -1 : 1;
-  }
-  return a.length - b.length;
-}
-
-/** True when `prefix` equals `tokens` or is an ancestor of it. */
-function isPrefix(prefix: readonly string[], tokens: readonly string[]): boolean {
-  return prefix.length <= tokens.length && prefix.every((t, i) => tokens[i] === t);
-}
-
-function parseAllowedEntry(entry: string, setting: string, value: string): AllowedPath {
-  const fail = (reason: string): never => {
-    throw new InPlaceSettingsError(setting, value, `entry ${JSON.stringify(entry)}: ${reason}`);
-  };
-  const colon = entry.indexOf(':');
-  if (colon < 0) return fail('expected <Kind>:<JSON pointer>, e.g. Machine:/spec/version');
-  const kind = entry.slice(0, colon).trim();
-  const pointer = entry.slice(colon + 1).trim();
-  if (!KIND.test(kind)) return fail(`invalid kind ${JSON.stringify(kind)}`);
-  const tokens = parsePointer(pointer);
-  if (tokens === undefined) return fail(`invalid JSON pointer ${JSON.stringify(pointer)}`);
-  const root = isTemplateKind(kind) ? ['spec', 'template', 'spec'] : ['spec'];
-  if (!isPrefix(root, tokens)) {
-    return fail(`a ${kind} path must start with ${formatPointer(root)} (only that part is copied back)`);
-  }
-  return { kind, pointer: formatPointer(tokens), tokens };
-}
-
-/** Sorts, de-duplicates and drops paths that lie under another path of the same kind. */
-function normalizeAllowed(paths: readonly AllowedPath[]): AllowedPath[] {
-  const sorted = [...paths].sort((a, b) =>
-    a.kind !== b.kind ? (a.kind < b.kind ? -1 : 1) : compareTokens(a.tokens, b.tokens),
-  );
-  const out: AllowedPath[] = [];
-  for (const p of sorted) {
-    if (out.some((q) => q.kind === p.kind && isPrefix(q.tokens, p.tokens))) continue;
-    out.push(p);
-  }
-  return out;
-}
-
-function parseAllowedList(value: string, setting: string): AllowedPath[] {
-  const entries = value
-    .split(',')
-    .map((e) => e.trim())
-    .filter((e) => e !== '');
-  if (entries.length === 0) throw new InPlaceSettingsError(setting, value, 'lists no paths');
-  const paths: AllowedPath[] = [];
-  for (const entry of entries) {
-    if (entry === 'defaults') {
-      paths.push(...DEFAULT_ALLOWED_PATHS.map((d) => parseAllowedEntry(d, setting, value)));
-    } else {
-      paths.push(parseAllowedEntry(entry, setting, value));
-    }
-  }
-  return normalizeAllowed(paths);
-}
-
-function readSetting(settings: Readonly<Record<string, string>> | undefined, k: InPlaceSettingKey): string | undefined {
-  if (settings === undefined || !Object.hasOwn(settings, k.setting)) return undefined;
-  const value = settings[k.setting];
-  return value === undefined || value.trim() === '' ? undefined : value;
-}
-
-/** Reads the in-place policy from ExtensionConfig settings; throws {@link InPlaceSettingsError}. */
-export function parseInPlacePolicy(settings?: Readonly<Record<string, string>>): InPlacePolicy {
-  const enabledKey = inPlaceKeys.inPlaceUpdates.setting;
-  const enabledRaw = readSetting(settings, inPlaceKeys.inPlaceUpdates);
-  let enabled = true;
-  if (enabledRaw !== undefined) {
-    const v = enabledRaw.trim().toLowerCase();
-    if (v !== 'true' && v !== 'false')
-      throw new InPlaceSettingsError(enabledKey, enabledRaw, 'expected "true" or "false"');
-    enabled = v === 'true';
-  }
-  const pathsKey = inPlaceKeys.inPlaceAllowedPaths.setting;
-  const pathsRaw = readSetting(settings, inPlaceKeys.inPlaceAllowedPaths);
-  const allowedPaths = parseAllowedList(pathsRaw ?? DEFAULT_ALLOWED_PATHS.join(','), pathsKey);
-  return { enabled, allowedPaths };
-}
-
-export type InPlacePolicyResult =
-  | { readonly ok: true; readonly policy: InPlacePolicy }
-  | { readonly ok: false; readonly error: InPlaceSettingsError; readonly message: string };
-
-/** What the `job` executor applies on a node: versions and bootstrap files, nothing else. */
-export const JOB_EXECUTOR_PATHS: readonly string[] = DEFAULT_ALLOWED_PATHS;
-
-/**
- * The paths a management-cluster node upgrader declares it applies (its Lease's
- * `upgrades.capi-orchestrator.io/in-place-paths` annotation, in the `inPlaceAllowedPaths`
- * syntax; absent = `defaults`). Throws {@link InPlaceSettingsError} naming `source`.
- */
-export function parseDeclaredPaths(value: string | undefined, source: string): AllowedPath[] {
-  return value === undefined || value.trim() === ''
-    ? parseAllowedList(DEFAULT_ALLOWED_PATHS.join(','), source)
-    : parseAllowedList(value, source);
-}
-
-/**
- * The allow-list cut to what `executor` can apply: CanUpdate* must never declare in place a
- * change the node-side executor would silently skip. `delegate` agents apply what they are
- * configured for, so its list stays as the settings say; `management` keeps what both the
- * settings and its upgrader's `declared` paths cover (nothing when it declares nothing).
- */
-export function allowedForExecutor(
-  policy: InPlacePolicy,
-  executor: 'job' | 'delegate' | 'management',
-  declared: readonly AllowedPath[] = [],
-): InPlacePolicy {
-  if (executor === 'delegate') return policy;
-  if (executor === 'management') return { ...policy, allowedPaths: intersectPaths(policy.allowedPaths, declared) };
-  const supported = new Set(JOB_EXECUTOR_PATHS);
-  return { ...policy, allowedPaths: policy.allowedPaths.filter((p) => supported.has(`${p.kind}:${p.pointer}`)) };
-}
-
-/** What both lists cover: of two paths of one kind where one lies under the other, the deeper one. */
-function intersectPaths(a: readonly AllowedPath[], b: readonly AllowedPath[]): AllowedPath[] {
-  const out: AllowedPath[] = [];
-  for (const p of a)
-    for (const q of b) {
-      if (p.kind !== q.kind) continue;
-      if (isPrefix(p.tokens, q.tokens)) out.push(q);
-      else if (isPrefix(q.tokens, p.tokens)) out.push(p);
-    }
-  return normalizeAllowed(out);
-}
-
-/** Like {@link parseInPlacePolicy} but returns the error. */
-export function resolveInPlacePolicy(settings?: Readonly<Record<string, string>>): InPlacePolicyResult {
-  try {
-    return { ok: true, policy: parseInPlacePolicy(settings) };
-  } catch (err) {
-    if (err instanceof InPlaceSettingsError) return { ok: false, error: err, message: err.message };
-    throw err;
-  }
-}
-
-// ---- JSON helpers ---------------------------------------------------------------
-
-type JsonObject = Record<string, unknown>;
-
-function isObject(v: unknown): v is JsonObject {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-/** Sets an own property (safe for keys such as `__proto__`). */
-function setOwn(obj: JsonObject, k: string, value: unknown): void {
-  Object.defineProperty(obj, k, { value, enumerable: true, writable: true, configurable: true });
-}
-
-function cloneJson(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map((x) => (x === undefined ? null : cloneJson(x)));
-  if (isObject(v)) {
-    const out: JsonObject = {};
-    for (const k of Object.keys(v)) {
-      if (v[k] !== undefined) setOwn(out, k, cloneJson(v[k]));
-    }
-    return out;
-  }
-  return v;
-}
+// ---- patches ----------------------------------------------------------------------
 
 function jsonEqual(a: unknown, b: unknown): boolean {
   return canonicalJson(a) === canonicalJson(b);
@@ -303,48 +65,6 @@ export function base64Utf8(text: string): string {
   }
   return out;
 }
-
-type Lookup =
-  | { readonly kind: 'found'; readonly value: unknown }
-  | { readonly kind: 'missing'; readonly depth: number }
-  | { readonly kind: 'blocked' };
-
-/** Resolves tokens through objects only; an array or scalar on the way gives `blocked`. */
-function lookup(root: unknown, tokens: readonly string[]): Lookup {
-  let node = root;
-  for (let i = 0; i < tokens.length; i++) {
-    if (!isObject(node)) return { kind: 'blocked' };
-    const t = tokens[i] ?? '';
-    if (!Object.hasOwn(node, t) || node[t] === undefined) return { kind: 'missing', depth: i };
-    node = node[t];
-  }
-  return { kind: 'found', value: node };
-}
-
-/** Sets (value defined) or deletes (undefined) the member at `tokens`, creating missing objects; false when blocked. */
-function setOrDelete(root: JsonObject, tokens: readonly string[], value: unknown): boolean {
-  let node: JsonObject = root;
-  for (let i = 0; i < tokens.length - 1; i++) {
-    const t = tokens[i] ?? '';
-    const next = Object.hasOwn(node, t) ? node[t] : undefined;
-    if (next === undefined) {
-      if (value === undefined) return true;
-      const created: JsonObject = {};
-      setOwn(node, t, created);
-      node = created;
-    } else if (isObject(next)) {
-      node = next;
-    } else {
-      return false;
-    }
-  }
-  const last = tokens[tokens.length - 1] ?? '';
-  if (value === undefined) delete node[last];
-  else setOwn(node, last, value);
-  return true;
-}
-
-// ---- patches ----------------------------------------------------------------------
 
 /** One RFC 6902 operation (this module emits add, replace and remove only). */
 export type JsonPatchOp =

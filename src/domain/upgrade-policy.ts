@@ -1,31 +1,12 @@
 // Upgrade policy for one cluster: built-in defaults ← ExtensionConfig
-// settings ← Cluster annotations. Plain JSON (it travels into workflows).
+// settings ← Cluster annotations. Plain JSON (it travels into workflows; the
+// type is model/cluster-upgrade.ts).
 // A bad value is an error naming the annotation or setting and the value.
 import { canonicalJson, fnv1a64 } from './canonical-json.ts';
 import { parseGoDuration } from './durations.ts';
 import { parseMaintenanceWindow } from './maintenance-window.ts';
 import { lookupPolicy, policyKeys, type PolicyKey, type PolicySources } from './policy-keys.ts';
-
-export interface UpgradePolicy {
-  /** The upgrade may not start before this instant (epoch ms). */
-  upgradeAtMs?: number;
-  /** Recurring window (`Sat,Sun 02:00 4h`, UTC) outside of which no new step starts. */
-  maintenanceWindow?: string;
-  /** Fail instead of starting later than this after upgradeAt (or after the first hook). */
-  commenceWithinMs?: number;
-  /** Extra machines per MachineDeployment while workers upgrade; 0 = off. */
-  capacityReservation: number;
-  /** How long the extra machines may take to become Ready before the upgrade fails (default 15m). */
-  capacityReadyTimeoutMs?: number;
-  /** After this long, drains delete PDB-blocked pods instead of evicting them; unset = never. */
-  pdbForceDrainTimeoutMs?: number;
-  /** Namespaces whose pods must be running for a health check to pass. */
-  criticalNamespaces: string[];
-  /** Whether a PDB that allows no disruption fails the pre-upgrade check or only warns. */
-  blockingPdbPolicy: 'fail' | 'warn';
-  /** How long post-step health checks wait for nodes to report Ready at the new version. */
-  healthCheckTimeoutMs: number;
-}
+import type { UpgradePolicy } from '../model/cluster-upgrade.ts';
 
 export const DEFAULT_UPGRADE_POLICY: UpgradePolicy = {
   capacityReservation: 0,

@@ -5,7 +5,8 @@
 // self-check workflow, prints the URLs, and stops everything on Ctrl-C.
 import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { parseConfig } from '../config.ts';
+import { parseConfig } from '../config/index.ts';
+import { workflowTypes } from '../model/workflow-types.ts';
 import { run, stopOnSignals } from '../main.ts';
 import { promoteWorkerVersion } from '../ops/worker-deployment.ts';
 import { ensureDevServingCertificate } from './certs.ts';
@@ -55,7 +56,7 @@ async function dev(): Promise<void> {
   // is made current at once, as config/versioning's Job does, or nothing would reach it.
   const version = config.workerVersioning;
   if (version) await promoteWorkerVersion(connection, temporal.namespace, version, { timeoutMs: 60_000, pollMs: 250 });
-  const probe = await client.workflow.execute('heartbeatProbeWorkflow', {
+  const probe = await client.workflow.execute(workflowTypes.heartbeatProbe, {
     taskQueue: config.temporal.taskQueue,
     workflowId: `self-check-${Date.now()}`,
     args: [{ name: 'make dev', waitSeconds: 0 }],

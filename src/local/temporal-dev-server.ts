@@ -7,7 +7,7 @@ import { mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
-import { allSearchAttributeKeys } from '../workflows/search-attributes.ts';
+import { allSearchAttributeKeys } from '../model/search-attributes.ts';
 
 export interface DevServerOptions {
   /** Path of the `temporal` CLI binary. */

@@ -1,7 +1,28 @@
 // The cluster upgrade's data model: plain JSON types and pure helpers shared
 // by the api, the workflows and the activities. Nothing here imports Temporal
 // or touches the network, so activities can use it without workflow code.
-import type { UpgradePolicy } from '../domain/upgrade-policy.ts';
+
+/** Upgrade policy for one cluster, as domain/upgrade-policy.ts resolves it (defaults ← settings ← annotations). */
+export interface UpgradePolicy {
+  /** The upgrade may not start before this instant (epoch ms). */
+  upgradeAtMs?: number;
+  /** Recurring window (`Sat,Sun 02:00 4h`, UTC) outside of which no new step starts. */
+  maintenanceWindow?: string;
+  /** Fail instead of starting later than this after upgradeAt (or after the first hook). */
+  commenceWithinMs?: number;
+  /** Extra machines per MachineDeployment while workers upgrade; 0 = off. */
+  capacityReservation: number;
+  /** How long the extra machines may take to become Ready before the upgrade fails (default 15m). */
+  capacityReadyTimeoutMs?: number;
+  /** After this long, drains delete PDB-blocked pods instead of evicting them; unset = never. */
+  pdbForceDrainTimeoutMs?: number;
+  /** Namespaces whose pods must be running for a health check to pass. */
+  criticalNamespaces: string[];
+  /** Whether a PDB that allows no disruption fails the pre-upgrade check or only warns. */
+  blockingPdbPolicy: 'fail' | 'warn';
+  /** How long post-step health checks wait for nodes to report Ready at the new version. */
+  healthCheckTimeoutMs: number;
+}
 
 export interface ClusterRef {
   namespace: string;

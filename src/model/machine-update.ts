@@ -2,6 +2,9 @@
 // the api, the workflows and the activities (no Temporal imports).
 import type { UpgradeCondition } from './cluster-upgrade.ts';
 
+/** Where management-executor node upgraders renew their Leases unless NODE_UPGRADER_NAMESPACE says otherwise. */
+export const DEFAULT_NODE_UPGRADER_NAMESPACE = 'capi-upgrade-orchestrator-system';
+
 export type MachineUpdateStep =
   'Queued' | 'Preflight' | 'Cordon' | 'Drain' | 'UpgradeNode' | 'WaitForNode' | 'Uncordon' | 'Done';
 export type MachineUpdatePhase = 'Updating' | 'Succeeded' | 'Failed' | 'Aborted';

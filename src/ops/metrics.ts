@@ -4,6 +4,7 @@
 // Temporal SDK's own runtime metrics (worker slots, task latencies) are served
 // by its core on a port of their own (TEMPORAL_SDK_METRICS_ADDRESS).
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { nodeDrainDuration, notificationsSent } from '../activities/metrics.ts';
 
 export const registry = new Registry();
 // process_* and nodejs_* as every Node exporter names them (dashboards expect those names).
@@ -75,20 +76,9 @@ export const rolloutClusters = new Gauge({
   registers: [registry],
 });
 
-export const nodeDrainDuration = new Histogram({
-  name: 'capi_upgrade_node_drain_duration_seconds',
-  help: 'Wall time from the start of a node drain (kept across retried attempts and workers) to the end of each attempt, by result (drained, failed, cancelled).',
-  labelNames: ['result'] as const,
-  buckets: [0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600],
-  registers: [registry],
-});
-
-export const notificationsSent = new Counter({
-  name: 'capi_upgrade_notifications_total',
-  help: 'Phase-change notifications to NOTIFICATION_WEBHOOK_URL, by result (delivered, failed: every try refused or unreachable).',
-  labelNames: ['result'] as const,
-  registers: [registry],
-});
+// Defined beside the activities that observe them (activities import nothing above themselves).
+registry.registerMetric(nodeDrainDuration);
+registry.registerMetric(notificationsSent);
 
 export type ClientRefusal = 'no_certificate' | 'untrusted_certificate' | 'subject_not_allowed' | 'handshake_failed';
 

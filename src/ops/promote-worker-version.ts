@@ -6,7 +6,7 @@
 // settings are wrong or name no build id.
 //   node dist/ops/promote-worker-version.js [timeout, e.g. 15m]
 import { Connection } from '@temporalio/client';
-import { ConfigError, parseConfig } from '../config.ts';
+import { ConfigError, parseConfig } from '../config/index.ts';
 import { parseGoDuration } from '../domain/durations.ts';
 import { connectFailureMessage, connectionOptions, readTemporalCredentials } from '../temporal-connection.ts';
 import { promoteWorkerVersion } from './worker-deployment.ts';

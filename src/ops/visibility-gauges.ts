@@ -4,11 +4,11 @@
 // keeps the last figures (the temporal_reachable metric says why).
 import type { Client } from '@temporalio/client';
 import { FLEET_ROLLOUT_MEMO_KEY, type FleetRolloutMemo } from '../model/fleet-rollout.ts';
-import { UpgradePhase } from '../workflows/search-attributes.ts';
+import { UpgradePhase } from '../model/search-attributes.ts';
+import { workflowTypes } from '../model/workflow-types.ts';
 import { machineUpdatesInFlight, rolloutClusters, upgradesByPhase } from './metrics.ts';
 
-const QUERY =
-  "ExecutionStatus = 'Running' AND WorkflowType IN ('clusterUpgradeWorkflow', 'machineUpdateWorkflow', 'fleetRolloutWorkflow')";
+const QUERY = `ExecutionStatus = 'Running' AND WorkflowType IN ('${workflowTypes.clusterUpgrade}', '${workflowTypes.machineUpdate}', '${workflowTypes.fleetRollout}')`;
 /** A fleet is thousands, not millions: past this the figures stop growing rather than the scrape. */
 const MAX_COUNTED = 50_000;
 
@@ -18,13 +18,13 @@ export async function refreshVisibilityGauges(client: Client): Promise<void> {
   const rollouts = new Map<string, FleetRolloutMemo['counts']>();
   let n = 0;
   for await (const wf of client.workflow.list({ query: QUERY, pageSize: 1_000 })) {
-    if (wf.type === 'fleetRolloutWorkflow') {
+    if (wf.type === workflowTypes.fleetRollout) {
       const memo = wf.memo?.[FLEET_ROLLOUT_MEMO_KEY] as FleetRolloutMemo | undefined;
       if (memo) rollouts.set(wf.workflowId.replace(/^fleet-rollout\//, ''), memo.counts);
       continue;
     }
     const phase = wf.typedSearchAttributes.get(UpgradePhase) ?? 'Unknown';
-    const into = wf.type === 'clusterUpgradeWorkflow' ? upgrades : updates;
+    const into = wf.type === workflowTypes.clusterUpgrade ? upgrades : updates;
     into.set(phase, (into.get(phase) ?? 0) + 1);
     if (++n >= MAX_COUNTED) break;
   }

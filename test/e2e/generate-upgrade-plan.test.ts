@@ -4,7 +4,7 @@ import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts
 import { hookPath } from '../../src/api/hook-route.ts';
 import { validateUpgradePlan } from '../../src/domain/upgrade-plan-validator.ts';
 import { callHook } from '../support/capi-client.ts';
-import { cluster, sampleRequest } from '../support/capi-fixtures.ts';
+import { cluster, sampleRequest } from '../../support/capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 
 const path = hookPath('GenerateUpgradePlan', defaultHandlerName('GenerateUpgradePlan'));

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { callHook } from '../support/capi-client.ts';
-import { sampleRequest } from '../support/capi-fixtures.ts';
+import { sampleRequest } from '../../support/capi-fixtures.ts';
 import { startExtensionProcess, type ExtensionProcess } from '../support/extension-process.ts';
 import { testPki } from '../support/pki.ts';
 import { requireEnv } from '../support/services.ts';

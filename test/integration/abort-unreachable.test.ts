@@ -15,7 +15,7 @@ import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/
 import { hookPath } from '../../src/api/hook-route.ts';
 import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
 import { callHook } from '../support/capi-client.ts';
-import { cluster as clusterRequest } from '../support/capi-fixtures.ts';
+import { cluster as clusterRequest } from '../../support/capi-fixtures.ts';
 import {
   capiCluster,
   createCapiObject,
@@ -24,7 +24,7 @@ import {
   testbed,
   testGroup,
   workloadKubeconfigYaml,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 import { temporalSignal } from '../support/temporal-cli.ts';
 import { startTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';

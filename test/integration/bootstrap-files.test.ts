@@ -25,7 +25,7 @@ import {
   testChecksumsFile,
   testGroup,
   workloadApi,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 
 const group = testGroup('bf');
 const g = group.name;

@@ -10,9 +10,9 @@ import { dirname, join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from '@jest/globals';
 import { parseAllDocuments, stringify } from 'yaml';
-import { parseConfig } from '../../src/config.ts';
+import { parseConfig } from '../../src/config/index.ts';
 import { parseChecksums } from '../../src/domain/node-binaries.ts';
-import { testbed } from '../support/fixtures.ts';
+import { testbed } from '../../support/testbed-fixtures.ts';
 
 const run = promisify(execFile);
 /** Where CAPI's managers that call the hooks run (clusterctl's namespaces). */

@@ -31,7 +31,7 @@ import {
   waitFor,
   waitForRunningPods,
   workloadApi,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 
 const group = testGroup('dskip');
 const g = group.name;

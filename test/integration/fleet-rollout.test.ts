@@ -29,7 +29,7 @@ import {
   managementApi,
   testbed,
   testGroup,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 import { createTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
 import { healthy, steps, stubUpgradeActivities } from '../support/upgrade-harness.ts';

@@ -61,7 +61,7 @@ import {
   waitForRunningPods,
   workloadApi,
   createWorkloadNamespace,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 
 const group = testGroup('mu');
 const g = group.name;

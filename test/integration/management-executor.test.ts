@@ -32,7 +32,7 @@ import {
   sleep,
   testbed,
   testGroup,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 import { startStandInStatus } from '../support/stand-in-status.ts';
 
 const group = testGroup('mgmt-exec');

@@ -8,7 +8,7 @@ import { hookPath } from '../../src/api/hook-route.ts';
 import { createNodeAgentCheck, nodeAgentLeaseName } from '../../src/api/node-agents.ts';
 import { managementKubeConfig } from '../../src/activities/kube.ts';
 import { callHook } from '../support/capi-client.ts';
-import { infrastructureMachine, kubeadmConfig, machine, machineSet, template } from '../support/capi-fixtures.ts';
+import { infrastructureMachine, kubeadmConfig, machine, machineSet, template } from '../../support/capi-fixtures.ts';
 import {
   createKubeconfigSecret,
   createNamespace,
@@ -17,7 +17,7 @@ import {
   testGroup,
   workloadApi,
   createWorkloadNamespace,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 
 const group = testGroup('agents');

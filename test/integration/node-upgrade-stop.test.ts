@@ -33,7 +33,7 @@ import {
   testGroup,
   waitFor,
   workloadApi,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 
 const group = testGroup('stop');
 const g = group.name;

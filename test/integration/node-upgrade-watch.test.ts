@@ -15,13 +15,13 @@ import { createMachineUpdateActivities } from '../../src/activities/machine-upda
 import { NodeUpgradeWatch } from '../../src/activities/node-upgrade-watch.ts';
 import type { MachineUpdateStatus } from '../../src/model/machine-update.ts';
 import { machineUpdateWorkflow } from '../../src/workflows/machine-update/workflow.ts';
-import { deleteGroup, managementApi, testbed, testGroup, workloadApi } from '../support/fixtures.ts';
+import { deleteGroup, managementApi, testbed, testGroup, workloadApi } from '../../support/testbed-fixtures.ts';
 import {
   createMachineUpdateRig,
   startStandInAgent,
   type MachineUpdateRig,
   type StandInAgent,
-} from '../support/machine-update-rig.ts';
+} from '../../support/machine-update-rig.ts';
 import { createTestWorker, testClient } from '../support/temporal.ts';
 import { waitFor } from '../support/wait.ts';
 

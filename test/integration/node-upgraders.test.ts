@@ -9,15 +9,15 @@ import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts
 import { hookPath } from '../../src/api/hook-route.ts';
 import {
   createNodeUpgraderCheck,
-  DEFAULT_NODE_UPGRADER_NAMESPACE,
   IN_PLACE_PATHS_ANNOTATION,
   nodeUpgraderLeaseName,
 } from '../../src/api/node-upgraders.ts';
+import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../../src/model/machine-update.ts';
 import { decodeJsonPatch, type JsonPatch } from '../../src/domain/in-place.ts';
 import { managementKubeConfig } from '../../src/activities/kube.ts';
 import { callHook } from '../support/capi-client.ts';
-import { infrastructureMachine, kubeadmConfig, machine, machineSet, template } from '../support/capi-fixtures.ts';
-import { managementApi, testbed, testGroup } from '../support/fixtures.ts';
+import { infrastructureMachine, kubeadmConfig, machine, machineSet, template } from '../../support/capi-fixtures.ts';
+import { managementApi, testbed, testGroup } from '../../support/testbed-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 
 const group = testGroup('upgraders');

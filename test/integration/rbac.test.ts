@@ -72,7 +72,7 @@ import {
   waitFor,
   waitForRunningPods,
   workloadApi,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 
 const run = promisify(execFile);
 const ROOT = new URL('../../', import.meta.url).pathname;

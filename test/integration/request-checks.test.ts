@@ -29,7 +29,7 @@ import { specHash } from '../../src/domain/in-place.ts';
 import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
 import { machineUpdateSlotsWorkflowId, machineUpdateWorkflowId } from '../../src/model/machine-update.ts';
 import { callHook } from '../support/capi-client.ts';
-import * as capi from '../support/capi-fixtures.ts';
+import * as capi from '../../support/capi-fixtures.ts';
 import {
   CAPI_API_VERSION,
   CAPI_GROUP,
@@ -42,7 +42,7 @@ import {
   testbed,
   testGroup,
   type CapiObject,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 import { startTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
 import { waitFor } from '../support/wait.ts';

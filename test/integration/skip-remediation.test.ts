@@ -18,7 +18,7 @@ import {
   mergePatch,
   testbed,
   testGroup,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 
 const group = testGroup('skiprem');
 const g = group.name;

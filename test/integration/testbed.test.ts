@@ -34,7 +34,7 @@ import {
   waitForRunningPods,
   workloadApi,
   createWorkloadNamespace,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 
 const group = testGroup('tb');
 const wl = workloadApi();

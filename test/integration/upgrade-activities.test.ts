@@ -12,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ApplicationFailure } from '@temporalio/common';
 import { KUBERNETES_API_UNREACHABLE, withStableFailures } from '../../src/activities/failures.ts';
 import { managementKubeConfig, WORKLOAD_KUBECONFIG_REFUSED } from '../../src/activities/kube.ts';
-import { createUpgradeActivities, RESERVED_CAPACITY_ANNOTATION } from '../../src/activities/upgrade.ts';
+import { RESERVED_CAPACITY_ANNOTATION } from '../../src/activities/capacity.ts';
+import { createUpgradeActivities } from '../../src/activities/upgrade.ts';
 import type { HealthCheckInput } from '../../src/activities/upgrade-types.ts';
 import {
   eventsOf,
@@ -41,7 +42,7 @@ import {
   workloadApi,
   workloadKubeconfigYaml,
   createWorkloadNamespace,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 
 const group = testGroup('ua');
 const g = group.name;

@@ -1,7 +1,7 @@
 // The production-shaped Temporal itself: four services as separate processes
 // on PostgreSQL, with SQL visibility serving the extension's search attributes.
 import { describe, expect, it } from '@jest/globals';
-import { allSearchAttributeKeys } from '../../src/workflows/search-attributes.ts';
+import { allSearchAttributeKeys } from '../../src/model/search-attributes.ts';
 import { productionPids } from '../support/production-temporal.ts';
 import { temporalCli } from '../support/temporal-cli.ts';
 

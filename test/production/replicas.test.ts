@@ -22,8 +22,8 @@ import {
   cluster as clusterRequest,
   infrastructureMachine,
   machine as machineObject,
-} from '../support/capi-fixtures.ts';
-import { startStandInAgent } from '../support/machine-update-rig.ts';
+} from '../../support/capi-fixtures.ts';
+import { startStandInAgent } from '../../support/machine-update-rig.ts';
 import { startExtensionProcess, type ExtensionProcess } from '../support/extension-process.ts';
 import {
   capiCluster,
@@ -40,7 +40,7 @@ import {
   testbed,
   testGroup,
   workloadApi,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 import { testPki } from '../support/pki.ts';
 import { requireEnv } from '../support/services.ts';
 import { temporalCli, temporalSignal } from '../support/temporal-cli.ts';

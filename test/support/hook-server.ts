@@ -3,7 +3,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseConfig, type ServerConfig } from '../../src/config.ts';
+import { parseConfig } from '../../src/config/index.ts';
+import type { ServerConfig } from '../../src/config/server.ts';
 import type { PemPair } from '../../src/local/certs.ts';
 import { HookRegistry } from '../../src/api/registry.ts';
 import { startHookServer, type HookServer } from '../../src/api/server.ts';

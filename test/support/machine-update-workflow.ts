@@ -20,7 +20,12 @@ import type {
 import { withStepEvents } from '../../src/activities/step-events.ts';
 import { specHash } from '../../src/domain/in-place.ts';
 import { machineUpdateWorkflowId, type MachineUpdateStatus } from '../../src/model/machine-update.ts';
-import { cluster as capiClusterObject, infrastructureMachine, kubeadmConfig, machine } from './capi-fixtures.ts';
+import {
+  cluster as capiClusterObject,
+  infrastructureMachine,
+  kubeadmConfig,
+  machine,
+} from '../../support/capi-fixtures.ts';
 import { callHook } from './capi-client.ts';
 import { startTestHookServer, type TestHookServer } from './hook-server.ts';
 import { createTestWorker, testClient } from './temporal.ts';

@@ -9,7 +9,7 @@ import {
   type NodeUpgradeRequest,
   type NodeUpgradeRequestStatus,
 } from '../../src/activities/executors/node-upgrade-request.ts';
-import { mergePatch, sleep } from './fixtures.ts';
+import { mergePatch, sleep } from '../../support/testbed-fixtures.ts';
 
 export function startStandInStatus(
   custom: CustomObjectsApi,

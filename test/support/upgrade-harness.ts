@@ -20,7 +20,7 @@ import type {
 import { clusterUpgradeWorkflowId, type ClusterRef, type ReservedCapacity } from '../../src/model/cluster-upgrade.ts';
 import { expect } from '@jest/globals';
 import { callHook } from './capi-client.ts';
-import { cluster } from './capi-fixtures.ts';
+import { cluster } from '../../support/capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from './hook-server.ts';
 import { createTestWorker, testClient } from './temporal.ts';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { ConfigError, parseConfig } from '../../src/config.ts';
+import { ConfigError, parseConfig } from '../../src/config/index.ts';
 import { parseGoDuration, hookBudgetMs } from '../../src/api/deadline.ts';
 
 describe('parseConfig', () => {

@@ -4,8 +4,8 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { parse } from 'yaml';
-import { imageMemoryEnv, imageNodeOptions } from '../../bench/image-env.ts';
-import { parseConfig } from '../../src/config.ts';
+import { imageMemoryEnv, imageNodeOptions } from '../../support/image-env.ts';
+import { parseConfig } from '../../src/config/index.ts';
 
 interface ComposeService {
   image?: string;

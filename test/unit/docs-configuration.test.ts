@@ -22,11 +22,13 @@ const all = [...sources.values()].join('\n');
 /** Variables set by Kubernetes or the shell, not settings of ours. */
 const NOT_OURS = new Set(['KUBERNETES_SERVICE_HOST', 'USER']);
 
-/** Environment variables: read through `env.X` anywhere, or named to config.ts's readers. */
+/** Environment variables: read through `env.X` anywhere, or named to src/config/'s readers. */
 function environmentVariables(): string[] {
   const names = new Set<string>();
   for (const m of all.matchAll(/\benv(?:\.|\[')([A-Z][A-Z0-9_]*)\b/g)) names.add(m[1]!);
-  for (const text of [source('config.ts'), source('worker-versioning.ts')]) {
+  const readers = [...sources].filter(([f]) => f.startsWith('config/') || f === 'config.ts').map(([, t]) => t);
+  if (readers.length === 0) throw new Error('no src/config/');
+  for (const text of [...readers, source('worker-versioning.ts')]) {
     // Names handed to the parsing helpers (str('ROLE', …), int('…'), file('…')) or chosen between.
     for (const m of text.matchAll(/'([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)'/g)) names.add(m[1]!);
     for (const m of text.matchAll(/\b(?:str|int|bool|duration|optionalInt|file)\('([A-Z][A-Z0-9_]*)'/g))

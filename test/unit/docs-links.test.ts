@@ -121,7 +121,7 @@ describe('the Markdown reader the checks above rely on', () => {
     expect(problem('docs/security.md', '../../x.md')).toBe('leaves the repository');
     expect(problem('README.md', 'docs/no-such-page.md')).toBe('no such file');
     expect(problem('README.md', 'docs/architecture.md#no-such-heading')).toBe('no such heading');
-    expect(problem('docs/security.md', '../src/config.ts')).toBeUndefined();
+    expect(problem('docs/security.md', '../src/config/index.ts')).toBeUndefined();
     expect(problem('README.md', '#the-two-commands')).toBeUndefined();
   });
 });

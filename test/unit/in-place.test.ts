@@ -1,22 +1,24 @@
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import {
-  DEFAULT_ALLOWED_PATHS,
-  InPlaceSettingsError,
   computeMachinePatches,
   computeMachineSetPatches,
   decodeJsonPatch,
-  formatPointer,
-  parseInPlacePolicy,
-  parsePointer,
-  resolveInPlacePolicy,
   specHash,
   versionChangeRefusal,
 } from '../../src/domain/in-place.ts';
+import {
+  DEFAULT_ALLOWED_PATHS,
+  InPlaceSettingsError,
+  parseInPlacePolicy,
+  resolveInPlacePolicy,
+} from '../../src/domain/in-place-policy.ts';
+import { formatPointer, parsePointer } from '../../src/domain/json-pointer.ts';
 import { canonicalJson } from '../../src/domain/canonical-json.ts';
-import type { InPlacePolicy, JsonPatch, JsonPatchOp, MachineObjects } from '../../src/domain/in-place.ts';
+import type { JsonPatch, JsonPatchOp, MachineObjects } from '../../src/domain/in-place.ts';
+import type { InPlacePolicy } from '../../src/domain/in-place-policy.ts';
 import type { HookRequest, HookResult, Patch } from '../../src/api/contract.ts';
-import { infrastructureMachine, kubeadmConfig, machine, machineSet, template } from '../support/capi-fixtures.ts';
+import { infrastructureMachine, kubeadmConfig, machine, machineSet, template } from '../../support/capi-fixtures.ts';
 
 // ---- a tiny RFC 6902 apply (add / replace / remove), independent of the module ----
 

@@ -6,7 +6,7 @@ import {
   InPlaceSettingsError,
   parseDeclaredPaths,
   parseInPlacePolicy,
-} from '../../src/domain/in-place.ts';
+} from '../../src/domain/in-place-policy.ts';
 import { resolveMachineUpdatePolicy } from '../../src/domain/machine-update-policy.ts';
 
 const entries = (paths: readonly { kind: string; pointer: string }[]) => paths.map((p) => `${p.kind}:${p.pointer}`);

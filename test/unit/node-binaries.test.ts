@@ -1,7 +1,7 @@
 // The `job` executor's supply chain settings: the image by digest, an https (or
 // file:///) binary source, checksums pinned per version in the worker's configuration.
 import { describe, expect, it } from '@jest/globals';
-import { ConfigError, parseConfig } from '../../src/config.ts';
+import { ConfigError, parseConfig } from '../../src/config/index.ts';
 import {
   binarySourceProblem,
   DEFAULT_JOB_IMAGE,

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { ConfigError, parseConfig } from '../../src/config.ts';
+import { ConfigError, parseConfig } from '../../src/config/index.ts';
 import { createNotifier, type CloudEvent } from '../../src/activities/notifications.ts';
 import type { ClusterEventInput } from '../../src/activities/upgrade-types.ts';
 import { registry } from '../../src/ops/metrics.ts';

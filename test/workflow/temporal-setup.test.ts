@@ -3,7 +3,7 @@ import { describe, expect, it } from '@jest/globals';
 import { Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import { ensureSearchAttributes } from '../../src/temporal-setup.ts';
-import { allSearchAttributeKeys } from '../../src/workflows/search-attributes.ts';
+import { allSearchAttributeKeys } from '../../src/model/search-attributes.ts';
 import { requireEnv } from '../support/services.ts';
 
 describe('ensureSearchAttributes', () => {

@@ -6,7 +6,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { nodeDrainDuration } from '../../ops/metrics.ts';
+import { nodeDrainDuration } from '../metrics.ts';
 import { summarizeDrain, type PdbBlock } from '../../domain/drain.ts';
 import {
   isRecord,

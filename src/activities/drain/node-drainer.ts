@@ -15,7 +15,7 @@ import type { LabelRequirement } from '../../domain/label-selector.ts';
 import { apiClient, isConflict, isNotFound, isTooManyRequests } from '../kube.ts';
 import { isRecord, MACHINE_UPDATE_FAILURES } from '../machine-update-common.ts';
 import type { DrainOptions } from '../machine-update-types.ts';
-import { selectorMatches } from '../upgrade.ts';
+import { pdbSelectorMatches } from '../../domain/cluster-health.ts';
 
 export interface DrainRound {
   verdict: DrainFilterResult<V1Pod>;
@@ -121,7 +121,7 @@ export class NodeDrainer {
     }
     const labels = pod.metadata?.labels ?? {};
     const names = pdbs
-      .filter((b) => selectorMatches(b.spec?.selector, labels))
+      .filter((b) => pdbSelectorMatches(b.spec?.selector, labels))
       .map((b) => b.metadata?.name ?? '')
       .sort();
     if (names.length > 0) return names.join(',');

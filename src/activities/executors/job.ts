@@ -28,7 +28,7 @@ import {
 import { ensureFilesSecret, filesSecretName, type ResolvedNodeUpgrade } from './bootstrap-files.ts';
 import { binaryVolumeSource, pinnedBinaryDigests } from './node-binaries.ts';
 import { readNodeOrFail } from '../node.ts';
-import { kubeletMatches } from '../upgrade.ts';
+import { kubeletMatches } from '../../domain/cluster-health.ts';
 
 /** Configuration of the `job` executor (docs/node-upgrade-job.md). */
 export interface JobExecutorConfig {

@@ -25,7 +25,7 @@ import {
   type VersionHistory,
 } from '../../model/cluster-upgrade.ts';
 import { EventChain } from '../event-chain.ts';
-import { UpgradePhase as UpgradePhaseAttribute } from '../search-attributes.ts';
+import { UpgradePhase as UpgradePhaseAttribute } from '../../model/search-attributes.ts';
 
 export const iso = (ms: number) => new Date(ms).toISOString();
 

@@ -18,7 +18,7 @@ import type {
   RolloutCluster,
   SelectedCluster,
 } from '../../model/fleet-rollout.ts';
-import { FleetRollout } from '../search-attributes.ts';
+import { FleetRollout } from '../../model/search-attributes.ts';
 import { iso, type RolloutState } from './state.ts';
 
 const acts = proxyActivities<FleetActivities>({

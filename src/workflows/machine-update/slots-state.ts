@@ -22,7 +22,8 @@ import {
   type MachineUpdateSlotsStatus,
 } from '../../model/machine-update.ts';
 import { slotGrantedSignal } from '../messages.ts';
-import { machineUpdateSearchAttributes } from '../search-attributes.ts';
+import { machineUpdateSearchAttributes } from '../../model/search-attributes.ts';
+import { workflowTypes } from '../../model/workflow-types.ts';
 
 const DEFAULT_LIVENESS_CHECK_MS = 2 * 60_000;
 /** Well below the 2,000 events we allow any history. */
@@ -208,7 +209,7 @@ export class SlotsState {
     this.remember(request.workflowId);
     try {
       // Not our child in any way that matters: it outlives us and ignores our cancellation.
-      const child = await startChild('machineUpdateWorkflow', {
+      const child = await startChild(workflowTypes.machineUpdate, {
         workflowId: request.workflowId,
         args: [update],
         parentClosePolicy: ParentClosePolicy.ABANDON,

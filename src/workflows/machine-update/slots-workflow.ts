@@ -26,7 +26,7 @@ import {
 } from '@temporalio/workflow';
 import type { MachineUpdateSlotsInput } from '../../model/machine-update.ts';
 import { acquireSlotSignal, machineUpdateSlotsQuery, releaseSlotSignal, slotsAbortSignal } from '../messages.ts';
-import { ClusterName, ClusterNamespace } from '../search-attributes.ts';
+import { ClusterName, ClusterNamespace } from '../../model/search-attributes.ts';
 import { setVersioningBehavior } from '../versioning.ts';
 import { SlotsState } from './slots-state.ts';
 

@@ -18,7 +18,7 @@ import {
   type MachineUpdateStatus,
   type MachineUpdateStep,
 } from '../../model/machine-update.ts';
-import { UpgradePhase } from '../search-attributes.ts';
+import { UpgradePhase } from '../../model/search-attributes.ts';
 import { MachineUpdateEvents } from './events.ts';
 import { MachineUpdateSlot } from './slot.ts';
 

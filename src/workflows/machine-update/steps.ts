@@ -12,7 +12,7 @@ import {
 import type { DrainOptions, PreflightResult } from '../../activities/machine-update-types.ts';
 import { formatDuration } from '../../domain/durations.ts';
 import { failureReason, failureType } from '../failures.ts';
-import { NodeName } from '../search-attributes.ts';
+import { NodeName } from '../../model/search-attributes.ts';
 import { localPreflight, localQuick as quick, nodeActivities, PREFLIGHT_WAITS } from './activities.ts';
 import type { MachineUpdateState } from './state.ts';
 

@@ -1,8 +1,10 @@
-// Typed search attribute keys shared by the workflows (upsert), the api (start)
-// and the dev-server launcher (registration). Keyword type: exact-match filters
-// in the Web UI, e.g. `ClusterName = "prod-1" AND UpgradePhase = "Failed"`.
+// Typed search attribute keys shared by the workflows (upsert), the api (start),
+// the CLIs and gauges (queries) and the Temporal launchers (registration).
+// Keyword type: exact-match filters in the Web UI, e.g.
+// `ClusterName = "prod-1" AND UpgradePhase = "Failed"`. Only @temporalio/common
+// (deterministic), so workflow code imports it too.
 import { defineSearchAttributeKey, SearchAttributeType, type SearchAttributePair } from '@temporalio/common';
-import type { MachineUpdateInput } from '../model/machine-update.ts';
+import type { MachineUpdateInput } from './machine-update.ts';
 
 export const ClusterNamespace = defineSearchAttributeKey('CapiClusterNamespace', SearchAttributeType.KEYWORD);
 export const ClusterName = defineSearchAttributeKey('CapiClusterName', SearchAttributeType.KEYWORD);

@@ -10,8 +10,8 @@ import {
   NODE_UPGRADE_PLURAL,
   NODE_UPGRADE_VERSION,
   type NodeUpgradeRequest,
-} from '../../src/activities/executors/node-upgrade-request.ts';
-import type { MachineUpdateInput } from '../../src/model/machine-update.ts';
+} from '../src/activities/executors/node-upgrade-request.ts';
+import type { MachineUpdateInput } from '../src/model/machine-update.ts';
 import {
   capiMachine,
   createCapiObject,
@@ -26,7 +26,7 @@ import {
   type TestGroup,
   workloadApi,
   createWorkloadNamespace,
-} from './fixtures.ts';
+} from './testbed-fixtures.ts';
 
 export const RIG_OLD_VERSION = 'v1.31.14';
 export const RIG_NEW_VERSION = 'v1.31.15';

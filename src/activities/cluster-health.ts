@@ -1,0 +1,73 @@
+// The cluster upgrade's health check activity: reads the cluster's Machines
+// (management cluster) and its nodes, pods and PodDisruptionBudgets (workload
+// cluster); the verdict itself is domain/cluster-health.ts.
+import { CoreV1Api, CustomObjectsApi, PolicyV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { ApplicationFailure } from '@temporalio/common';
+import { evaluateHealth, invalidHealthCheck, type MachineInfo } from '../domain/cluster-health.ts';
+import type { ClusterRef } from '../model/cluster-upgrade.ts';
+import { heartbeating } from './heartbeat.ts';
+import { apiClient, workloadKubeConfig } from './kube.ts';
+import type { HealthCheckInput, HealthReport, UpgradeActivities } from './upgrade-types.ts';
+
+export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
+/** Label Cluster API puts on control-plane Machines. */
+export const MACHINE_CONTROL_PLANE_LABEL = 'cluster.x-k8s.io/control-plane';
+
+interface MachineObject {
+  metadata: { name?: string; labels?: Record<string, string> };
+  status?: { nodeRef?: { name?: string } };
+}
+
+async function listMachines(custom: CustomObjectsApi, ref: ClusterRef): Promise<MachineInfo[]> {
+  const list = (await custom.listNamespacedCustomObject({
+    group: 'cluster.x-k8s.io',
+    version: 'v1beta2',
+    plural: 'machines',
+    namespace: ref.namespace,
+    labelSelector: `${CLUSTER_NAME_LABEL}=${ref.name}`,
+  })) as { items: MachineObject[] };
+  return list.items.map((m) => ({
+    name: m.metadata.name ?? '',
+    controlPlane: m.metadata.labels?.[MACHINE_CONTROL_PLANE_LABEL] !== undefined,
+    ...(m.status?.nodeRef?.name ? { nodeName: m.status.nodeRef.name } : {}),
+  }));
+}
+
+export function createClusterHealthActivities(management: KubeConfig): Pick<UpgradeActivities, 'checkClusterHealth'> {
+  const custom = apiClient(management, CustomObjectsApi);
+  return {
+    async checkClusterHealth(input: HealthCheckInput): Promise<HealthReport> {
+      const invalid = invalidHealthCheck(input);
+      if (invalid) throw ApplicationFailure.nonRetryable(invalid, 'InvalidHealthCheck');
+      return await heartbeating(async () => {
+        const kc = await workloadKubeConfig(management, input.cluster);
+        const core = apiClient(kc, CoreV1Api);
+        const needsPods = input.scope === 'pre' || input.scope === 'post';
+        const [machines, nodes, pdbs] = await Promise.all([
+          listMachines(custom, input.cluster),
+          core.listNode().then((l) => l.items),
+          input.scope === 'pre'
+            ? apiClient(kc, PolicyV1Api)
+                .listPodDisruptionBudgetForAllNamespaces()
+                .then((l) => l.items)
+            : Promise.resolve([]),
+        ]);
+        // Only the namespaces the checks read (critical ones, and those of PDBs that allow no
+        // disruption): listing every pod of a large cluster on every probe is the expensive part.
+        const namespaces = new Set(needsPods ? input.criticalNamespaces : []);
+        for (const pdb of pdbs) {
+          if ((pdb.status?.disruptionsAllowed ?? 0) === 0 && pdb.spec?.selector)
+            namespaces.add(pdb.metadata?.namespace ?? '');
+        }
+        const pods = (
+          await Promise.all(
+            [...namespaces]
+              .filter(Boolean)
+              .map((namespace) => core.listNamespacedPod({ namespace }).then((l) => l.items)),
+          )
+        ).flat();
+        return evaluateHealth(input, { machines, nodes, pods, pdbs });
+      });
+    },
+  };
+}

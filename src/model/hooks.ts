@@ -1,0 +1,34 @@
+// The Runtime SDK hooks this extension serves, by name, with what the process
+// configuration needs of each: its family (which body limit applies) and its
+// default failure policy. The wire schemas built on these names are
+// api/contract.ts; config and api both read the names from here.
+
+export type HookFamily = 'lifecycle' | 'upgrade-plan' | 'in-place';
+export type FailurePolicy = 'Fail' | 'Ignore';
+
+// Failure policies: hooks that only record (create, CP initialized) must not
+// hold a cluster back when we are down; everything that gates an upgrade or
+// answers for in-place changes fails closed.
+export const hookDefaults = {
+  BeforeClusterCreate: { family: 'lifecycle', defaultFailurePolicy: 'Ignore' },
+  AfterControlPlaneInitialized: { family: 'lifecycle', defaultFailurePolicy: 'Ignore' },
+  BeforeClusterUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
+  BeforeControlPlaneUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
+  AfterControlPlaneUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
+  BeforeWorkersUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
+  AfterWorkersUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
+  AfterClusterUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
+  BeforeClusterDelete: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
+  GenerateUpgradePlan: { family: 'upgrade-plan', defaultFailurePolicy: 'Fail' },
+  CanUpdateMachine: { family: 'in-place', defaultFailurePolicy: 'Fail' },
+  CanUpdateMachineSet: { family: 'in-place', defaultFailurePolicy: 'Fail' },
+  UpdateMachine: { family: 'in-place', defaultFailurePolicy: 'Fail' },
+} as const satisfies Record<string, { family: HookFamily; defaultFailurePolicy: FailurePolicy }>;
+
+export type HookName = keyof typeof hookDefaults;
+export const hookNames = Object.keys(hookDefaults) as HookName[];
+
+/** `BeforeClusterUpgrade` → `before-cluster-upgrade`: the default handler name (as CAPI's test extension names them). */
+export function defaultHandlerName(hookName: HookName): string {
+  return hookName.replace(/([a-z])([A-Z])/g, '$1-$2').toLowerCase();
+}

@@ -1,0 +1,135 @@
+// The picture of imports has no arrow that runs back up. src is built in floors, each importing
+// only its own floor and the ones below:
+//   0 model        shared vocabulary (types, names, search attributes)
+//   1 domain       pure rules
+//   2 activities, workflows (a workflow imports activities' types only: the lint rule says why)
+//   3 process settings: config/, temporal-connection.ts, worker-versioning.ts, log.ts
+//   4 api, cli, ops, local, the worker and main
+// And the tests and the benches share code only through src/ and support/ (neither imports the other;
+// support/ and src/ import neither).
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, normalize, relative } from 'node:path';
+import { describe, expect, it } from '@jest/globals';
+
+interface Arrow {
+  from: string;
+  to: string;
+  typeOnly: boolean;
+}
+
+const FLOORS: readonly [prefix: string, floor: number][] = [
+  ['src/model/', 0],
+  ['src/domain/', 1],
+  ['src/activities/', 2],
+  ['src/workflows/', 2],
+  ['src/config/', 3],
+  ['src/temporal-connection.ts', 3],
+  ['src/worker-versioning.ts', 3],
+  ['src/log.ts', 3],
+];
+
+/** The floor of a file under src/ (anything not listed is the top floor). */
+function floorOf(file: string): number {
+  return FLOORS.find(([prefix]) => file.startsWith(prefix))?.[1] ?? 4;
+}
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+    .map((e) => relative('.', join(e.parentPath, e.name)).split('\\').join('/'));
+}
+
+// Static imports and re-exports with a relative path; `import type` / `export type` are type-only.
+const IMPORT = /^\s*(?:import|export)(\s+type)?\s[^;]*?\sfrom\s+'(\.[^']+)'/gms;
+const DYNAMIC = /\bimport\(\s*'(\.[^']+)'\s*\)/g;
+
+function arrowsOf(file: string, text: string): Arrow[] {
+  const to = (spec: string) =>
+    normalize(join(dirname(file), spec))
+      .split('\\')
+      .join('/');
+  return [
+    ...[...text.matchAll(IMPORT)].map((m) => ({ from: file, to: to(m[2] ?? ''), typeOnly: m[1] !== undefined })),
+    ...[...text.matchAll(DYNAMIC)].map((m) => ({ from: file, to: to(m[1] ?? ''), typeOnly: false })),
+  ];
+}
+
+/** Each arrow that breaks the floors, as `from → to`. */
+function upwardArrows(arrows: readonly Arrow[]): string[] {
+  const bad: string[] = [];
+  for (const a of arrows) {
+    if (!a.from.startsWith('src/') || !a.to.startsWith('src/')) continue;
+    const up = floorOf(a.to) > floorOf(a.from);
+    const workflowToActivity = a.from.startsWith('src/workflows/') && a.to.startsWith('src/activities/');
+    const activityToWorkflow = a.from.startsWith('src/activities/') && a.to.startsWith('src/workflows/');
+    if (up || activityToWorkflow || (workflowToActivity && !a.typeOnly)) bad.push(`${a.from} → ${a.to}`);
+  }
+  return bad;
+}
+
+/** Arrows between the tests and the benches, and from src or support/ into either. */
+function crossedArrows(arrows: readonly Arrow[]): string[] {
+  const top = (f: string) => f.split('/')[0];
+  const forbidden = new Set([
+    'test→bench',
+    'bench→test',
+    'src→test',
+    'src→bench',
+    'src→support',
+    'support→test',
+    'support→bench',
+  ]);
+  return arrows.filter((a) => forbidden.has(`${top(a.from)}→${top(a.to)}`)).map((a) => `${a.from} → ${a.to}`);
+}
+
+const allArrows = ['src', 'test', 'bench', 'support']
+  .flatMap((dir) => {
+    try {
+      return sourceFiles(dir);
+    } catch {
+      return []; // a folder that does not exist has no imports
+    }
+  })
+  .flatMap((file) => arrowsOf(file, readFileSync(file, 'utf8')));
+
+describe('import floors', () => {
+  it('finds the imports of every source file', () => {
+    expect(allArrows.filter((a) => a.from.startsWith('src/')).length).toBeGreaterThan(300);
+    expect(allArrows).toContainEqual({
+      from: 'src/domain/in-place.ts',
+      to: 'src/domain/json-pointer.ts',
+      typeOnly: false,
+    });
+  });
+
+  it('flags an import that runs back up', () => {
+    const sample = [
+      ...arrowsOf('src/model/x.ts', "import { y } from '../domain/y.ts';"),
+      ...arrowsOf('src/domain/x.ts', "import type { Z } from '../api/z.ts';"),
+      ...arrowsOf('src/workflows/x.ts', "import { run } from '../activities/run.ts';"),
+      ...arrowsOf('src/workflows/ok.ts', "import type { Run } from '../activities/run.ts';"),
+      ...arrowsOf('src/config/x.ts', "import { hooks } from '../api/contract.ts';"),
+      ...arrowsOf('src/api/ok.ts', "import { m } from '../model/m.ts';"),
+    ];
+    expect(upwardArrows(sample)).toEqual([
+      'src/model/x.ts → src/domain/y.ts',
+      'src/domain/x.ts → src/api/z.ts',
+      'src/workflows/x.ts → src/activities/run.ts',
+      'src/config/x.ts → src/api/contract.ts',
+    ]);
+    const crossed = [
+      ...arrowsOf('test/unit/x.test.ts', "import { env } from '../../bench/env.ts';"),
+      ...arrowsOf('bench/x.ts', "const rig = await import('../test/support/rig.ts');"),
+      ...arrowsOf('bench/ok.ts', "import { rig } from '../support/rig.ts';"),
+    ];
+    expect(crossedArrows(crossed)).toEqual(['test/unit/x.test.ts → bench/env.ts', 'bench/x.ts → test/support/rig.ts']);
+  });
+
+  it('src has no upward arrow', () => {
+    expect(upwardArrows(allArrows)).toEqual([]);
+  });
+
+  it('tests and benches do not import each other, and src imports neither', () => {
+    expect(crossedArrows(allArrows)).toEqual([]);
+  });
+});

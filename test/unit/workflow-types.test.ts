@@ -1,0 +1,16 @@
+// The workflow type names the api, CLIs and gauges use are the names the worker registers: the
+// functions src/workflows/index.ts exports. A rename on one side only would start workflows no
+// worker runs, or query for types no run has.
+import { describe, expect, it } from '@jest/globals';
+import * as workflows from '../../src/workflows/index.ts';
+import { workflowTypes } from '../../src/model/workflow-types.ts';
+
+// Checked by the compiler as well: every name is an export of the workflow bundle's entry point.
+const names: readonly (keyof typeof workflows)[] = Object.values(workflowTypes);
+
+describe('workflowTypes', () => {
+  it('names exactly the workflows the worker serves', () => {
+    expect([...names].sort()).toEqual(Object.keys(workflows).sort());
+    for (const name of names) expect(typeof workflows[name]).toBe('function');
+  });
+});
