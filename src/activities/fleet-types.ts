@@ -4,10 +4,15 @@ import type { ClusterSelector, ClusterUpgradeProgress, SelectedCluster } from '.
 
 export interface SetVersionResult {
   uid: string;
-  /** set: changed by us now; already: at the target (our earlier try); changed: someone else moved it. */
-  outcome: 'set' | 'already' | 'changed' | 'gone';
+  /**
+   * set: changed by us now; already: at the target (our earlier try); changed: someone else moved it;
+   * deferred: left alone because CAPI's pacing annotations defer some of its workers.
+   */
+  outcome: 'set' | 'already' | 'changed' | 'gone' | 'deferred';
   /** spec.topology.version as found, when not set by us. */
   found?: string;
+  /** With `deferred`: which annotation and workers (`deferred by CAPI annotation … (MachineDeployment md-1)`). */
+  deferredBy?: string;
 }
 
 export interface FleetActivities {
@@ -16,7 +21,9 @@ export interface FleetActivities {
   /**
    * Moves each cluster's spec.topology.version from the version it was selected at to `target`
    * (a JSON patch that tests the old value: a concurrent change is reported, never overwritten),
-   * marks it with the rollout's annotation and records an Event on it. Idempotent.
+   * marks it with the rollout's annotation and records an Event on it. Idempotent. A cluster whose
+   * worker topologies carry CAPI's defer-upgrade / hold-upgrade-sequence annotation is left alone
+   * (`deferred`): CAPI would move its control plane but never complete the upgrade.
    */
   setClusterVersions(input: {
     rollout: string;

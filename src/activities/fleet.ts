@@ -10,6 +10,7 @@ import {
   clusterUpgradeWorkflowId,
   type ClusterUpgradeMemo,
 } from '../model/cluster-upgrade.ts';
+import { capiDeferral, type PacedTopology } from '../domain/capi-pacing.ts';
 import { FLEET_ROLLOUT_ANNOTATION, type ClusterUpgradeProgress, type SelectedCluster } from '../model/fleet-rollout.ts';
 import type { FleetActivities, SetVersionResult } from './fleet-types.ts';
 import { heartbeating } from './heartbeat.ts';
@@ -39,7 +40,7 @@ interface ClusterObject {
     annotations?: Record<string, string>;
     resourceVersion?: string;
   };
-  spec?: { topology?: { version?: string; classRef?: { name?: string }; class?: string } };
+  spec?: { topology?: PacedTopology & { version?: string; classRef?: { name?: string }; class?: string } };
 }
 
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
@@ -82,6 +83,20 @@ export function createFleetActivities(deps: FleetActivityDeps): FleetActivities 
       if (found === target && annotations?.[FLEET_ROLLOUT_ANNOTATION] === rollout)
         return { uid: c.uid, outcome: 'already' };
       if (found !== c.version) return { uid: c.uid, outcome: 'changed', found };
+      // CAPI would move the control plane but hold these workers: the upgrade could not complete.
+      const deferral = capiDeferral(now.spec?.topology);
+      if (deferral) {
+        await recordEvent({
+          kind: 'Cluster',
+          namespace: c.namespace,
+          name: c.name,
+          reason: 'FleetRolloutDeferred',
+          type: 'Normal',
+          message: `fleet rollout ${rollout} leaves spec.topology.version at ${c.version}: ${deferral.message}`,
+          key: `fleet-rollout/${rollout}/${c.uid}/deferred/${deferral.message}`,
+        });
+        return { uid: c.uid, outcome: 'deferred', deferredBy: deferral.message };
+      }
       try {
         await custom.patchNamespacedCustomObject(
           {
@@ -144,6 +159,9 @@ export function createFleetActivities(deps: FleetActivityDeps): FleetActivities 
     if (memo.halted) return { uid: c.uid, state: 'failed', message: memo.halted };
     if (!running && memo.phase === 'Aborted')
       return { uid: c.uid, state: 'failed', message: memo.reason ?? 'the upgrade was aborted' };
+    // CAPI keeps deferred workers at their version and calls no AfterWorkersUpgrade meanwhile: say so.
+    const deferral = capiDeferral((await getCluster(c))?.spec?.topology);
+    if (deferral) return { uid: c.uid, state: 'upgrading', message: deferral.message };
     // Any other close is replaced by a fresh run on CAPI's next hook call: still upgrading.
     return { uid: c.uid, state: 'upgrading', message: `upgrade ${memo.phase.toLowerCase()}` };
   };

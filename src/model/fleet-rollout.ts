@@ -30,6 +30,8 @@ export interface FleetRolloutInput {
   approveAfter?: number[];
   /** History length at which a run continues as new (default 1,500; tests set it low). */
   continueAsNewAtEvents?: number;
+  /** How often a cluster deferred by CAPI's annotations is looked at again, in ms (default 60,000; tests set it low). */
+  deferralRecheckMs?: number;
 }
 
 /** One cluster as the selection found it. */
@@ -43,7 +45,11 @@ export interface SelectedCluster {
   skip?: string;
 }
 
-export type RolloutClusterState = 'pending' | 'upgrading' | 'done' | 'failed' | 'skipped';
+/**
+ * `deferred`: its worker topologies carry CAPI's defer-upgrade / hold-upgrade-sequence annotation, so
+ * CAPI would not complete its upgrade; the rollout leaves its version alone and looks again later.
+ */
+export type RolloutClusterState = 'pending' | 'upgrading' | 'done' | 'failed' | 'skipped' | 'deferred';
 
 export interface RolloutCluster extends SelectedCluster {
   /** 1-based wave; absent for clusters skipped at selection. */
@@ -86,7 +92,8 @@ export interface FleetRolloutMemo {
   phase: RolloutPhase;
   message: string;
   currentWave?: number;
-  counts: Record<RolloutClusterState, number>;
+  /** `deferred` only when some are (the memo of a rollout without any stays as it was). */
+  counts: Record<Exclude<RolloutClusterState, 'deferred'>, number> & { deferred?: number };
 }
 
 export const FLEET_ROLLOUT_MEMO_KEY = 'rollout';

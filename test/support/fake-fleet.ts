@@ -14,6 +14,8 @@ export class FakeFleet {
   failing = new Set<string>();
   unhealthy = new Set<string>();
   changedBySomeoneElse = new Set<string>();
+  /** Clusters CAPI's pacing annotations defer, with the message the real activity would give. */
+  deferred = new Map<string, string>();
   sets: string[] = [];
   aborted: string[] = [];
   maxInFlight = 0;
@@ -28,6 +30,8 @@ export class FakeFleet {
   }
 
   progress(c: FakeCluster): ClusterUpgradeProgress {
+    const deferredBy = this.deferred.get(c.name);
+    if (c.setAt !== undefined && deferredBy) return { uid: c.uid, state: 'upgrading', message: deferredBy };
     if (c.setAt === undefined || Date.now() - c.setAt < this.upgradeMs) return { uid: c.uid, state: 'upgrading' };
     if (this.failing.has(c.name)) return { uid: c.uid, state: 'failed', message: 'upgrade failed: node n1 NotReady' };
     return { uid: c.uid, state: 'done', message: 'upgraded' };
@@ -51,6 +55,8 @@ export function fakeFleetActivities(current: () => FakeFleet): FleetActivities {
         const c = current().byUid(sel.uid);
         if (current().changedBySomeoneElse.has(c.name)) return { uid: c.uid, outcome: 'changed', found: 'v1.32.9' };
         if (c.version === target) return { uid: c.uid, outcome: 'already' };
+        const deferredBy = current().deferred.get(c.name);
+        if (deferredBy) return { uid: c.uid, outcome: 'deferred', deferredBy };
         c.version = target;
         c.setAt = Date.now();
         current().sets.push(c.name);

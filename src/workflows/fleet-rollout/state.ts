@@ -19,6 +19,10 @@ export const iso = (ms: number) => new Date(ms).toISOString();
 
 /** A run continues as new at this history length (well under 2,000 events). */
 export const ROLLOUT_CONTINUE_AS_NEW_AT = 1_500;
+/** How often a cluster deferred by CAPI's pacing annotations is looked at again. */
+export const DEFERRAL_RECHECK_MS = 60_000;
+/** patched() marker of the handling of clusters CAPI's pacing annotations defer (issue 30 item 6). */
+export const CAPI_PACING_PATCH = 'capi-pacing-deferral';
 
 /** What a run hands the next one when it continues as new. */
 export interface CarriedRollout {
@@ -37,6 +41,9 @@ export class RolloutState {
   historyLimit: number;
   /** Cancelled by abort and pause: a wait on the clusters ends early. */
   scope: CancellationScope | undefined;
+  deferralRecheckMs = DEFERRAL_RECHECK_MS;
+  /** Workflow time of the last look at the deferred clusters (0 after continue-as-new: look at once). */
+  deferralCheckedAt = 0;
   private lastMemo = '';
 
   constructor(status: FleetRolloutStatus, settings?: RolloutSettings, carried?: CarriedRollout) {
@@ -79,7 +86,7 @@ export class RolloutState {
   setCluster(c: RolloutCluster, state: RolloutClusterState, reason?: string): void {
     if (c.state === state && c.reason === reason) return;
     const now = iso(Date.now());
-    if (state === 'upgrading' && c.state === 'pending') c.startedAt = now;
+    if (state === 'upgrading' && (c.state === 'pending' || c.state === 'deferred')) c.startedAt = now;
     if (state === 'done' || state === 'failed' || state === 'skipped') c.finishedAt ??= now;
     c.state = state;
     if (reason === undefined) delete c.reason;
@@ -93,10 +100,24 @@ export class RolloutState {
     this.publish();
   }
 
-  counts(): Record<RolloutClusterState, number> {
-    const counts: Record<RolloutClusterState, number> = { pending: 0, upgrading: 0, done: 0, failed: 0, skipped: 0 };
+  counts(): FleetRolloutMemo['counts'] {
+    const counts: Record<RolloutClusterState, number> = {
+      pending: 0,
+      upgrading: 0,
+      done: 0,
+      failed: 0,
+      skipped: 0,
+      deferred: 0,
+    };
     for (const c of this.status.clusters) counts[c.state]++;
-    return counts;
+    // A memo without deferred clusters stays as it was before they existed.
+    const { deferred, ...rest } = counts;
+    return deferred > 0 ? { ...rest, deferred } : rest;
+  }
+
+  /** Whether the deferred clusters are due for another look. */
+  deferralDue(): boolean {
+    return Date.now() - this.deferralCheckedAt >= this.deferralRecheckMs;
   }
 
   /** Only real changes reach history. */
@@ -117,7 +138,7 @@ export class RolloutState {
   /** One line about the wave in progress, e.g. `wave 2 of 4: 3 upgrading, 5 pending, 1 failed (budget 1)`. */
   waveMessage(n: number): string {
     const parts: string[] = [];
-    for (const state of ['upgrading', 'pending', 'done', 'failed', 'skipped'] as const) {
+    for (const state of ['upgrading', 'pending', 'deferred', 'done', 'failed', 'skipped'] as const) {
       const k = this.clustersOf(n, state).length;
       if (k > 0) parts.push(`${k} ${state}`);
     }

@@ -6,11 +6,13 @@ import {
   CancellationScope,
   condition,
   isCancellation,
+  patched,
   proxyActivities,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { FleetActivities } from '../../activities/fleet-types.ts';
 import { checkRolloutInput, planRollout } from '../../domain/fleet-rollout-plan.ts';
+import { isDeferralMessage } from '../../domain/capi-pacing.ts';
 import { formatDuration } from '../../domain/durations.ts';
 import type {
   FleetRolloutInput,
@@ -19,7 +21,7 @@ import type {
   SelectedCluster,
 } from '../../model/fleet-rollout.ts';
 import { FleetRollout } from '../../model/search-attributes.ts';
-import { iso, type RolloutState } from './state.ts';
+import { CAPI_PACING_PATCH, iso, type RolloutState } from './state.ts';
 
 const acts = proxyActivities<FleetActivities>({
   startToCloseTimeout: '5 minutes',
@@ -56,12 +58,28 @@ export async function runWave(s: RolloutState, n: number): Promise<'done' | 'sto
     if (s.clustersOf(n, 'failed').length > s.budget()) return 'stopped';
     const pending = s.clustersOf(n, 'pending');
     const inFlight = s.upgrading();
-    if (pending.length === 0 && inFlight.length === 0) return 'done';
+    // A deferred cluster stays in its wave: CAPI would not complete its upgrade until the annotation goes.
+    const deferred = s.clustersOf(n, 'deferred');
+    if (pending.length === 0 && inFlight.length === 0 && deferred.length === 0) return 'done';
     if (s.historyFull()) return 'continue';
     s.set(s.paused ? 'Paused' : 'Running', s.paused ? `paused: ${s.waveMessage(n)}` : s.waveMessage(n));
     const room = s.paused ? 0 : Math.max(0, s.settings.maxConcurrent - inFlight.length);
     if (room > 0 && pending.length > 0) {
       await startClusters(s, pending.slice(0, room));
+      continue;
+    }
+    if (room > 0 && deferred.length > 0 && s.deferralDue()) {
+      // Another look: the ones whose annotation went are started now, the others stay deferred.
+      s.deferralCheckedAt = Date.now();
+      await startClusters(s, deferred.slice(0, room));
+      continue;
+    }
+    if (inFlight.length === 0 && deferred.length > 0 && !s.paused) {
+      // Only deferred clusters left: wait for the next look (pause and abort end the wait).
+      await condition(
+        () => s.paused || s.abort !== undefined,
+        Math.max(1_000, s.deferralCheckedAt + s.deferralRecheckMs - Date.now()),
+      );
       continue;
     }
     if (inFlight.length === 0) {
@@ -83,7 +101,11 @@ async function startClusters(s: RolloutState, batch: RolloutCluster[]): Promise<
     const r = results.find((x) => x.uid === c.uid);
     if (r?.outcome === 'set' || r?.outcome === 'already') s.setCluster(c, 'upgrading', 'version set');
     else if (r?.outcome === 'gone') s.setCluster(c, 'skipped', 'deleted since it was selected');
-    else
+    // Only a run on this code gets `deferred` (the activity is as new as the workflow); the marker says so.
+    else if (r?.outcome === 'deferred' && patched(CAPI_PACING_PATCH)) {
+      s.setCluster(c, 'deferred', r.deferredBy ?? 'deferred by CAPI annotation');
+      s.deferralCheckedAt = Date.now();
+    } else
       s.setCluster(c, 'skipped', `version changed by someone else to ${r?.found ?? 'unknown'} since it was selected`);
   }
 }
@@ -93,7 +115,8 @@ async function follow(s: RolloutState, inFlight: RolloutCluster[]): Promise<void
   const now = Date.now();
   const deadlineOf = (c: RolloutCluster) => Date.parse(c.startedAt ?? iso(now)) + s.settings.clusterDeadlineMs;
   for (const c of inFlight)
-    if (now >= deadlineOf(c))
+    // While CAPI defers its workers the cluster is not late: the operator holds it.
+    if (now >= deadlineOf(c) && !isDeferralMessage(c.reason))
       s.setCluster(
         c,
         'failed',
@@ -101,7 +124,8 @@ async function follow(s: RolloutState, inFlight: RolloutCluster[]): Promise<void
       );
   const still = inFlight.filter((c) => c.state === 'upgrading');
   if (still.length === 0) return;
-  const waitMs = Math.max(1_000, Math.min(FOLLOW_WAIT_MS, ...still.map((c) => deadlineOf(c) - now)));
+  const timed = still.filter((c) => !isDeferralMessage(c.reason));
+  const waitMs = Math.max(1_000, Math.min(FOLLOW_WAIT_MS, ...timed.map((c) => deadlineOf(c) - now)));
   const scope = new CancellationScope();
   s.scope = scope;
   try {
@@ -117,8 +141,11 @@ async function follow(s: RolloutState, inFlight: RolloutCluster[]): Promise<void
     );
     for (const p of progress) {
       const c = still.find((x) => x.uid === p.uid);
-      if (!c || p.state === 'upgrading') continue;
-      s.setCluster(c, p.state, p.message);
+      if (!c) continue;
+      if (p.state !== 'upgrading') s.setCluster(c, p.state, p.message);
+      // CAPI's annotation came (or went) while it upgrades: shown in its reason, no history.
+      else if (isDeferralMessage(p.message)) s.setCluster(c, 'upgrading', p.message);
+      else if (isDeferralMessage(c.reason)) s.setCluster(c, 'upgrading', 'version set');
     }
   } catch (err) {
     // Pause or abort ended the wait early; the loop looks at why.

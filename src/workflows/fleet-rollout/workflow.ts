@@ -27,6 +27,7 @@ export async function fleetRolloutWorkflow(
 ): Promise<FleetRolloutStatus> {
   const s = carried ? new RolloutState(carried.status, carried.settings, carried) : new RolloutState(empty(input));
   if (input.continueAsNewAtEvents !== undefined) s.historyLimit = input.continueAsNewAtEvents;
+  if (input.deferralRecheckMs !== undefined) s.deferralRecheckMs = input.deferralRecheckMs;
   // Before the selection: a query or signal may come while it runs.
   setHandler(fleetRolloutStatusQuery, () => s.status);
   setHandler(approveWaveSignal, (arg) => s.onApprove(arg));

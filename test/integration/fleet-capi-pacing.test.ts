@@ -1,0 +1,220 @@
+// Issue 30 item 6: a fleet rollout respects Cluster API's own pacing annotations. A Cluster whose
+// worker topology carries topology.cluster.x-k8s.io/defer-upgrade (or hold-upgrade-sequence) would
+// have its control plane moved by CAPI but its upgrade never completed (CAPI calls no
+// AfterWorkersUpgrade/AfterClusterUpgrade while a worker is deferred), so the rollout leaves its
+// version alone, shows it as deferred (status, memo, CLI, an Event), does not count it as failed,
+// and picks it up when the annotation goes. Real fleet activities against the test bed's API server,
+// real cluster-upgrade workflows; the test plays CAPI's hook calls for Clusters whose version moved.
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Client } from '@temporalio/client';
+import type { NativeConnection, Worker } from '@temporalio/worker';
+import { createFleetActivities } from '../../src/activities/fleet.ts';
+import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
+import { requestChecksOff } from '../../src/api/request-checks.ts';
+import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
+import { hookPath } from '../../src/api/hook-route.ts';
+import { rolloutText } from '../../src/cli/rollouts.ts';
+import { CAPI_DEFER_UPGRADE_ANNOTATION, CAPI_HOLD_UPGRADE_SEQUENCE_ANNOTATION } from '../../src/domain/capi-pacing.ts';
+import {
+  FLEET_ROLLOUT_MEMO_KEY,
+  fleetRolloutWorkflowId,
+  type FleetRolloutInput,
+  type FleetRolloutMemo,
+  type FleetRolloutStatus,
+} from '../../src/model/fleet-rollout.ts';
+import { callHook } from '../support/capi-client.ts';
+import {
+  capiCluster,
+  createCapiObject,
+  createNamespace,
+  eventsOf,
+  getCapiObject,
+  jsonPatch,
+  managementApi,
+  testbed,
+  testGroup,
+} from '../../support/testbed-fixtures.ts';
+import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
+import { createTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
+import { healthy, steps, stubUpgradeActivities } from '../support/upgrade-harness.ts';
+import { waitFor } from '../support/wait.ts';
+
+const group = testGroup('fp');
+const g = group.name;
+const mg = managementApi();
+const FROM = 'v1.32.4';
+const TARGET = 'v1.33.0';
+const DEFER_MESSAGE = `deferred by CAPI annotation ${CAPI_DEFER_UPGRADE_ANNOTATION} (MachineDeployment md-1)`;
+const HOLD_MESSAGE = `deferred by CAPI annotation ${CAPI_HOLD_UPGRADE_SEQUENCE_ANNOTATION} (MachineDeployment md-0, MachineDeployment md-1)`;
+
+interface ClusterObject {
+  metadata: { uid: string };
+  spec: { topology: { version: string } };
+}
+const readCluster = async (name: string) =>
+  (await getCapiObject(mg.custom, 'Cluster', g, name)) as unknown as ClusterObject;
+
+/** A Cluster with two worker topologies, md-0 and md-1, each with the given annotation (if any). */
+async function createCluster(name: string, annotations: [string | undefined, string | undefined]) {
+  const obj = capiCluster(name, g, { version: FROM, machineDeployments: [{ name: 'md-0' }, { name: 'md-1' }] });
+  const topology = (obj.spec as { topology: { workers: { machineDeployments: Record<string, unknown>[] } } }).topology;
+  topology.workers.machineDeployments.forEach((md, i) => {
+    const a = annotations[i];
+    if (a) md.metadata = { annotations: { [a]: '' } };
+  });
+  await createCapiObject(mg.custom, obj);
+}
+
+/** Removes the annotation from worker topology `index`, as an operator would. */
+async function release(name: string, index: number) {
+  await mg.custom.patchNamespacedCustomObject(
+    {
+      group: 'cluster.x-k8s.io',
+      version: 'v1beta2',
+      plural: 'clusters',
+      namespace: g,
+      name,
+      body: [{ op: 'remove', path: `/spec/topology/workers/machineDeployments/${index}/metadata` }],
+    },
+    jsonPatch,
+  );
+}
+
+describe('a fleet rollout over Clusters CAPI pacing annotations defer', () => {
+  let client: Client;
+  let closeClient: () => Promise<void>;
+  let hooks: TestHookServer;
+  let worker: { worker: Worker; connection: NativeConnection; done: Promise<void> };
+  const taskQueue = uniqueTaskQueue('pacing');
+  const driven = new Map<string, Promise<void>>();
+  let playing = true;
+  let player: Promise<void>;
+
+  const untilOpen = async (name: string, hook: HookName, fields: Record<string, unknown>) => {
+    const answer = await waitFor(
+      async () =>
+        (
+          await callHook<{ status: string; retryAfterSeconds: number }>(
+            hooks.url,
+            hookPath(hook, defaultHandlerName(hook)),
+            { apiVersion: HOOKS_API_VERSION, kind: `${hook}Request`, cluster: await readCluster(name), ...fields },
+            { ca: hooks.ca.certPem, timeout: '10s' },
+          )
+        ).body,
+      (a) => a.status === 'Failure' || a.retryAfterSeconds === 0,
+      60_000,
+    );
+    expect(answer).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+  };
+  /** CAPI, played: the hooks of one upgrade, in CAPI's order. */
+  const upgrade = async (name: string) => {
+    const span = { fromKubernetesVersion: FROM, toKubernetesVersion: TARGET };
+    const lists = { controlPlaneUpgrades: steps(TARGET), workersUpgrades: steps(TARGET) };
+    await untilOpen(name, 'BeforeClusterUpgrade', { ...span, ...lists });
+    await untilOpen(name, 'BeforeControlPlaneUpgrade', { ...span, ...lists });
+    await untilOpen(name, 'AfterControlPlaneUpgrade', { kubernetesVersion: TARGET, workersUpgrades: steps(TARGET) });
+    await untilOpen(name, 'BeforeWorkersUpgrade', span);
+    await untilOpen(name, 'AfterWorkersUpgrade', { kubernetesVersion: TARGET });
+    await untilOpen(name, 'AfterClusterUpgrade', { kubernetesVersion: TARGET });
+  };
+
+  beforeAll(async () => {
+    await createNamespace(mg.core, g);
+    await Promise.all([
+      createCluster('deferred', [undefined, CAPI_DEFER_UPGRADE_ANNOTATION]),
+      createCluster('held', [CAPI_HOLD_UPGRADE_SEQUENCE_ANNOTATION, undefined]),
+      createCluster('plain', [undefined, undefined]),
+    ]);
+    ({ client, close: closeClient } = await testClient());
+    hooks = await startTestHookServer({
+      lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: requestChecksOff }),
+    });
+    const fleet = createFleetActivities({
+      management: managementKubeConfig(testbed().workerKubeconfig),
+      temporal: () => client,
+      checkClusterHealth: async () => healthy(),
+    });
+    const created = await createTestWorker({ taskQueue, activities: { ...stubUpgradeActivities(), ...fleet } });
+    worker = { ...created, done: created.worker.run() };
+    player = (async () => {
+      while (playing) {
+        for (const name of ['deferred', 'held', 'plain']) {
+          if (driven.has(name) || (await readCluster(name)).spec.topology.version !== TARGET) continue;
+          driven.set(name, upgrade(name));
+        }
+        await new Promise((r) => setTimeout(r, 300));
+      }
+    })();
+  }, 120_000);
+
+  afterAll(async () => {
+    playing = false;
+    await player;
+    await hooks?.close();
+    worker?.worker.shutdown();
+    await worker?.done;
+    await worker?.connection.close();
+    await closeClient?.();
+    await mg.core.deleteNamespace({ name: g }).catch(() => undefined);
+  });
+
+  it('leaves deferred clusters at their version, shows why, and upgrades them once the annotation goes', async () => {
+    const input: FleetRolloutInput = {
+      name: g,
+      selector: { labelSelector: '', namespaces: [g] },
+      targetVersion: TARGET,
+      waves: ['100%'],
+      soak: '0s',
+      maxConcurrent: 3,
+      failureBudget: 0,
+      deferralRecheckMs: 500,
+    };
+    const handle = await client.workflow.start('fleetRolloutWorkflow', {
+      workflowId: fleetRolloutWorkflowId(g),
+      taskQueue,
+      args: [input],
+    });
+    // `plain` upgrades; the other two wait with CAPI's reason, neither failed nor moved.
+    const waiting = await waitFor(
+      () => handle.query<FleetRolloutStatus>('status'),
+      (s) => s.clusters.find((c) => c.name === 'plain')?.state === 'done',
+      90_000,
+    );
+    expect(waiting.phase).toBe('Running');
+    expect(waiting.message).toBe('wave 1 of 1: 2 deferred, 1 done (failure budget 0)');
+    expect(waiting.clusters.map((c) => [c.name, c.state, c.reason])).toEqual([
+      ['deferred', 'deferred', DEFER_MESSAGE],
+      ['held', 'deferred', HOLD_MESSAGE],
+      ['plain', 'done', `upgraded to ${TARGET}`],
+    ]);
+    for (const name of ['deferred', 'held']) expect((await readCluster(name)).spec.topology.version).toBe(FROM);
+    const memo = (await handle.describe()).memo?.[FLEET_ROLLOUT_MEMO_KEY] as FleetRolloutMemo;
+    expect(memo.counts).toEqual({ pending: 0, upgrading: 0, done: 1, failed: 0, skipped: 0, deferred: 2 });
+    expect(rolloutText(waiting)).toContain(DEFER_MESSAGE);
+    const events = (await eventsOf(mg, 'Cluster', g, 'deferred')).filter((e) => e.reason === 'FleetRolloutDeferred');
+    expect(events.map((e) => e.message)).toEqual([
+      `fleet rollout ${g} leaves spec.topology.version at ${FROM}: ${DEFER_MESSAGE}`,
+    ]);
+
+    // Looked at again and again: still deferred, no second Event, nothing moved.
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect((await handle.query<FleetRolloutStatus>('status')).clusters.map((c) => c.state)).toEqual([
+      'deferred',
+      'deferred',
+      'done',
+    ]);
+    expect(
+      (await eventsOf(mg, 'Cluster', g, 'deferred')).filter((e) => e.reason === 'FleetRolloutDeferred'),
+    ).toHaveLength(1);
+
+    // The operator lifts the annotations: the rollout picks both up and completes, nothing failed.
+    await release('deferred', 1);
+    await release('held', 0);
+    const result = (await handle.result()) as FleetRolloutStatus;
+    expect(result).toMatchObject({ phase: 'Completed', message: 'completed: 3 upgraded, 0 skipped, 0 failed' });
+    for (const name of ['deferred', 'held', 'plain'])
+      expect((await readCluster(name)).spec.topology.version).toBe(TARGET);
+    await Promise.all(driven.values());
+  });
+});
