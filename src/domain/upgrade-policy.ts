@@ -3,14 +3,20 @@
 // A bad value is an error naming the annotation or setting and the value.
 import { canonicalJson, fnv1a64 } from './canonical-json.ts';
 import { parseGoDuration } from './durations.ts';
-import { parseMaintenanceWindow } from './maintenance-window.ts';
+import { parseFreezes, parseTimeZone, parseWindows, windowsText, type Freeze } from './calendar.ts';
 import { lookupPolicy, policyKeys, type PolicyKey, type PolicySources } from './policy-keys.ts';
 
 export interface UpgradePolicy {
   /** The upgrade may not start before this instant (epoch ms). */
   upgradeAtMs?: number;
-  /** Recurring window (`Sat,Sun 02:00 4h`, UTC) outside of which no new step starts. */
+  /** Recurring windows (`Sat,Sun 02:00 4h; Wed 22:00 1h`) outside of which no new step starts. */
   maintenanceWindow?: string;
+  /** IANA zone the windows are read in (domain/calendar.ts); UTC when unset. */
+  maintenanceTimeZone?: string;
+  /** Periods in which no new step starts, whatever the windows say. */
+  maintenanceFreezes?: Freeze[];
+  /** Raise UpgradeDelayed when the upgrade has not started this long after upgradeAt (or the first hook). */
+  delayedAfterMs?: number;
   /** Fail instead of starting later than this after upgradeAt (or after the first hook). */
   commenceWithinMs?: number;
   /** Extra machines per MachineDeployment while workers upgrade; 0 = off. */
@@ -73,10 +79,22 @@ export function resolveUpgradePolicy(sources: PolicySources): UpgradePolicyResul
     });
     if (upgradeAt !== undefined) policy.upgradeAtMs = upgradeAt;
     const window = read(policyKeys.maintenanceWindow, (v) => {
-      const w = parseMaintenanceWindow(v);
-      return w.ok ? w.window.text : problem(w.reason);
+      const w = parseWindows(v);
+      return w.ok ? windowsText(w.value) : problem(w.reason);
     });
     if (window !== undefined) policy.maintenanceWindow = window;
+    const zone = read(policyKeys.maintenanceTimeZone, (v) => {
+      const z = parseTimeZone(v);
+      return z.ok ? z.value : problem(z.reason);
+    });
+    if (zone !== undefined) policy.maintenanceTimeZone = zone;
+    const freezes = read(policyKeys.maintenanceFreezes, (v) => {
+      const f = parseFreezes(v);
+      return f.ok ? f.value : problem(f.reason);
+    });
+    if (freezes !== undefined && freezes.length > 0) policy.maintenanceFreezes = freezes;
+    const delayed = read(policyKeys.delayedAfter, duration(false));
+    if (delayed !== undefined) policy.delayedAfterMs = delayed;
     const commence = read(policyKeys.commenceWithin, duration(false));
     if (commence !== undefined) policy.commenceWithinMs = commence;
     const reserve = read(policyKeys.capacityReservation, (v) => {

@@ -164,6 +164,18 @@ export interface ClusterUpgradeStatus {
    * its first check across runs.
    */
   waits?: Record<string, { since: string; delayMs: number }>;
+  /** What holds the start or a step's start by the calendar (policy maintenance*, delayedAfter), while it holds. */
+  schedule?: UpgradeSchedule;
+}
+
+/** The `status` query's view of the calendar gates (docs/configuration.md). */
+export interface UpgradeSchedule {
+  /** When the maintenance calendar next lets a step start; absent while it lets them. */
+  nextWindowOpens?: string;
+  /** The freeze holding the upgrade (or that pushed the next opening later). */
+  freeze?: { from: string; to: string; reason: string };
+  /** Set from `upgradeAt` + `delayedAfter` while the upgrade has not started (UpgradeDelayed). */
+  delayedSince?: string;
 }
 
 /** The memo: what hook handlers read with `describe`, without a worker and without adding history. */
@@ -174,6 +186,8 @@ export interface ClusterUpgradeMemo {
   abortRequested?: string;
   /** Set while the upgrade is Aborted or Failed: every hook of this upgrade answers Failure with it. */
   halted?: string;
+  /** Since when the upgrade is delayed (not started `delayedAfter` past `upgradeAt`). */
+  delayed?: string;
   policyHash?: string;
   gates: Record<string, Gate>;
 }
