@@ -26,6 +26,7 @@ export interface CapacityReadiness {
 /** Stable reasons of the Events on a Cluster (kubectl get events --field-selector reason=...). */
 export type ClusterEventReason =
   | 'UpgradeStarted'
+  | 'UpgradeDelayed'
   | 'UpgradeStepWaiting'
   | 'UpgradeStepOpened'
   | 'UpgradeFailed'

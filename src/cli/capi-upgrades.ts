@@ -72,6 +72,12 @@ function statusText(r: UpgradeReport): string {
     `phase:     ${phase}${(r.status?.reason ?? r.memo?.reason) ? ` (${r.status?.reason ?? r.memo?.reason})` : ''}`,
   );
   if (r.memo?.halted) out.push(`hooks say: ${r.memo.halted}`);
+  const schedule = r.status?.schedule;
+  const delayed = schedule?.delayedSince ?? r.memo?.delayed;
+  if (delayed) out.push(`delayed:   since ${delayed} (not started delayedAfter past upgradeAt)`);
+  if (schedule?.freeze)
+    out.push(`freeze:    "${schedule.freeze.reason}" (${schedule.freeze.from} to ${schedule.freeze.to})`);
+  if (schedule?.nextWindowOpens) out.push(`calendar:  next opens ${schedule.nextWindowOpens}`);
   out.push(`workflow:  ${r.run.workflowId} (run ${r.run.runId}, ${r.run.status})`);
   if (!r.status) out.push('(no worker answered the status query: showing the memo)');
   const gates = r.status?.gates ?? r.memo?.gates ?? {};

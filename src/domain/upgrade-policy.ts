@@ -4,7 +4,7 @@
 // A bad value is an error naming the annotation or setting and the value.
 import { canonicalJson, fnv1a64 } from './canonical-json.ts';
 import { parseGoDuration } from './durations.ts';
-import { parseMaintenanceWindow } from './maintenance-window.ts';
+import { parseFreezes, parseTimeZone, parseWindows, windowsText } from './calendar.ts';
 import { lookupPolicy, policyKeys, type PolicyKey, type PolicySources } from './policy-keys.ts';
 import type { UpgradePolicy } from '../model/cluster-upgrade.ts';
 
@@ -54,10 +54,22 @@ export function resolveUpgradePolicy(sources: PolicySources): UpgradePolicyResul
     });
     if (upgradeAt !== undefined) policy.upgradeAtMs = upgradeAt;
     const window = read(policyKeys.maintenanceWindow, (v) => {
-      const w = parseMaintenanceWindow(v);
-      return w.ok ? w.window.text : problem(w.reason);
+      const w = parseWindows(v);
+      return w.ok ? windowsText(w.value) : problem(w.reason);
     });
     if (window !== undefined) policy.maintenanceWindow = window;
+    const zone = read(policyKeys.maintenanceTimeZone, (v) => {
+      const z = parseTimeZone(v);
+      return z.ok ? z.value : problem(z.reason);
+    });
+    if (zone !== undefined) policy.maintenanceTimeZone = zone;
+    const freezes = read(policyKeys.maintenanceFreezes, (v) => {
+      const f = parseFreezes(v);
+      return f.ok ? f.value : problem(f.reason);
+    });
+    if (freezes !== undefined && freezes.length > 0) policy.maintenanceFreezes = freezes;
+    const delayed = read(policyKeys.delayedAfter, duration(false));
+    if (delayed !== undefined) policy.delayedAfterMs = delayed;
     const commence = read(policyKeys.commenceWithin, duration(false));
     if (commence !== undefined) policy.commenceWithinMs = commence;
     const reserve = read(policyKeys.capacityReservation, (v) => {

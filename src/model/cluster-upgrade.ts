@@ -3,11 +3,25 @@
 // or touches the network, so activities can use it without workflow code.
 
 /** Upgrade policy for one cluster, as domain/upgrade-policy.ts resolves it (defaults ← settings ← annotations). */
+/** A maintenance freeze: no new step starts between `from` and `to`. */
+export interface Freeze {
+  /** RFC 3339 as toISOString() writes it (plain JSON: it travels into workflows). */
+  from: string;
+  to: string;
+  reason: string;
+}
+
 export interface UpgradePolicy {
   /** The upgrade may not start before this instant (epoch ms). */
   upgradeAtMs?: number;
-  /** Recurring window (`Sat,Sun 02:00 4h`, UTC) outside of which no new step starts. */
+  /** Recurring windows (`Sat,Sun 02:00 4h; Wed 22:00 1h`) outside of which no new step starts. */
   maintenanceWindow?: string;
+  /** IANA zone the windows are read in (domain/calendar.ts); UTC when unset. */
+  maintenanceTimeZone?: string;
+  /** Periods in which no new step starts, whatever the windows say. */
+  maintenanceFreezes?: Freeze[];
+  /** Raise UpgradeDelayed when the upgrade has not started this long after upgradeAt (or the first hook). */
+  delayedAfterMs?: number;
   /** Fail instead of starting later than this after upgradeAt (or after the first hook). */
   commenceWithinMs?: number;
   /** Extra machines per MachineDeployment while workers upgrade; 0 = off. */
@@ -185,6 +199,18 @@ export interface ClusterUpgradeStatus {
    * its first check across runs.
    */
   waits?: Record<string, { since: string; delayMs: number }>;
+  /** What holds the start or a step's start by the calendar (policy maintenance*, delayedAfter), while it holds. */
+  schedule?: UpgradeSchedule;
+}
+
+/** The `status` query's view of the calendar gates (docs/configuration.md). */
+export interface UpgradeSchedule {
+  /** When the maintenance calendar next lets a step start; absent while it lets them. */
+  nextWindowOpens?: string;
+  /** The freeze holding the upgrade (or that pushed the next opening later). */
+  freeze?: { from: string; to: string; reason: string };
+  /** Set from `upgradeAt` + `delayedAfter` while the upgrade has not started (UpgradeDelayed). */
+  delayedSince?: string;
 }
 
 /** The memo: what hook handlers read with `describe`, without a worker and without adding history. */
@@ -195,6 +221,8 @@ export interface ClusterUpgradeMemo {
   abortRequested?: string;
   /** Set while the upgrade is Aborted or Failed: every hook of this upgrade answers Failure with it. */
   halted?: string;
+  /** Since when the upgrade is delayed (not started `delayedAfter` past `upgradeAt`). */
+  delayed?: string;
   policyHash?: string;
   gates: Record<string, Gate>;
 }

@@ -62,6 +62,12 @@ export const upgradesByPhase = new Gauge({
   registers: [registry],
 });
 
+export const upgradesDelayed = new Gauge({
+  name: 'capi_upgrade_cluster_upgrades_delayed',
+  help: 'Running cluster upgrades not started `delayedAfter` past their upgradeAt and not failed yet (the memo says delayed; from Temporal visibility, refreshed every 30 s).',
+  registers: [registry],
+});
+
 export const machineUpdatesInFlight = new Gauge({
   name: 'capi_upgrade_machine_updates_in_flight',
   help: 'Running in-place machine update workflows by phase (from Temporal visibility, refreshed every 30 s).',

@@ -1,12 +1,13 @@
-// Gauges read from Temporal visibility: running cluster upgrades and machine
-// updates by phase (the CapiUpgradePhase search attribute the workflows keep
+// Gauges read from Temporal visibility: running cluster upgrades (and those
+// delayed, from their memo) and machine updates by phase (the CapiUpgradePhase search attribute the workflows keep
 // current), and each running fleet rollout's clusters by state (its memo). One list call per refresh, off any request path; a failed refresh
 // keeps the last figures (the temporal_reachable metric says why).
 import type { Client } from '@temporalio/client';
+import { CLUSTER_UPGRADE_MEMO_KEY, type ClusterUpgradeMemo } from '../model/cluster-upgrade.ts';
 import { FLEET_ROLLOUT_MEMO_KEY, type FleetRolloutMemo } from '../model/fleet-rollout.ts';
 import { UpgradePhase } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
-import { machineUpdatesInFlight, rolloutClusters, upgradesByPhase } from './metrics.ts';
+import { machineUpdatesInFlight, rolloutClusters, upgradesByPhase, upgradesDelayed } from './metrics.ts';
 
 const QUERY = `ExecutionStatus = 'Running' AND WorkflowType IN ('${workflowTypes.clusterUpgrade}', '${workflowTypes.machineUpdate}', '${workflowTypes.fleetRollout}')`;
 /** A fleet is thousands, not millions: past this the figures stop growing rather than the scrape. */
@@ -16,6 +17,7 @@ export async function refreshVisibilityGauges(client: Client): Promise<void> {
   const upgrades = new Map<string, number>();
   const updates = new Map<string, number>();
   const rollouts = new Map<string, FleetRolloutMemo['counts']>();
+  let delayed = 0;
   let n = 0;
   for await (const wf of client.workflow.list({ query: QUERY, pageSize: 1_000 })) {
     if (wf.type === workflowTypes.fleetRollout) {
@@ -26,10 +28,15 @@ export async function refreshVisibilityGauges(client: Client): Promise<void> {
     const phase = wf.typedSearchAttributes.get(UpgradePhase) ?? 'Unknown';
     const into = wf.type === workflowTypes.clusterUpgrade ? upgrades : updates;
     into.set(phase, (into.get(phase) ?? 0) + 1);
+    if (wf.type === 'clusterUpgradeWorkflow') {
+      const memo = wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
+      if (memo?.delayed && memo.phase === 'Pending') delayed++;
+    }
     if (++n >= MAX_COUNTED) break;
   }
   upgradesByPhase.reset();
   for (const [phase, count] of upgrades) upgradesByPhase.set({ phase }, count);
+  upgradesDelayed.set(delayed);
   machineUpdatesInFlight.reset();
   for (const [phase, count] of updates) machineUpdatesInFlight.set({ phase }, count);
   rolloutClusters.reset();

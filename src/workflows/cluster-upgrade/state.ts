@@ -99,6 +99,7 @@ export class UpgradeState {
       ...(s.reason ? { reason: s.reason } : {}),
       ...(this.abort ? { abortRequested: this.abort.reason } : {}),
       ...(halted ? { halted } : {}),
+      ...(s.schedule?.delayedSince ? { delayed: s.schedule.delayedSince } : {}),
       ...(s.policyHash ? { policyHash: s.policyHash } : {}),
       gates: s.gates,
     };
@@ -190,6 +191,14 @@ export class UpgradeState {
       this.event('UpgradeFailed', 'Warning', this.haltedMessage() ?? `upgrade to ${target} failed`);
     if (phase === 'Aborted')
       this.event('UpgradeAborted', 'Warning', this.haltedMessage() ?? `upgrade to ${target} aborted`);
+  }
+
+  /** Not started `delayedAfter` past upgradeAt: a Warning Event once, the memo says since when. */
+  markDelayed(since: string, message: string): void {
+    (this.status.schedule ??= {}).delayedSince = since;
+    this.setCondition(this.status.conditions, 'Delayed', 'True', 'NotStarted', message);
+    this.event('UpgradeDelayed', 'Warning', message);
+    this.publish();
   }
 
   // ---- questions the loop and the steps ask ----------------------------------------------

@@ -10,9 +10,9 @@ import type {
   UpgradeActivities,
 } from '../../activities/upgrade-types.ts';
 import { formatDuration } from '../../domain/durations.ts';
-import { parseMaintenanceWindow, windowState } from '../../domain/maintenance-window.ts';
 import { gateKey, type HookCall, type UpgradeCondition } from '../../model/cluster-upgrade.ts';
 import { expectedFailure, failureCause } from '../failures.ts';
+import { delayCheck, maintenanceHold, started } from './schedule.ts';
 import { iso, type UpgradeState } from './state.ts';
 
 // Probes are short and repeated by the workflow itself: few retries each, a heartbeat so an
@@ -41,7 +41,6 @@ export async function beginUpgrade(s: UpgradeState, call: HookCall): Promise<boo
     const policy = status.policy;
     const notBefore = policy.upgradeAtMs ?? firstSeen;
     const deadline = policy.commenceWithinMs !== undefined ? notBefore + policy.commenceWithinMs : undefined;
-    const window = policy.maintenanceWindow ? parseMaintenanceWindow(policy.maintenanceWindow) : undefined;
     const now = Date.now();
     if (deadline !== undefined && now >= deadline) {
       const reason = `the upgrade could not start within ${formatDuration(policy.commenceWithinMs ?? 0)} of ${iso(notBefore)}`;
@@ -54,20 +53,19 @@ export async function beginUpgrade(s: UpgradeState, call: HookCall): Promise<boo
     if (now < notBefore) {
       waitUntil = notBefore;
       waitingFor = `waiting for upgradeAt ${iso(notBefore)}`;
-    } else if (window?.ok) {
-      const state = windowState(now, window.window);
-      if (!state.open) {
-        waitUntil = state.opensAt;
-        waitingFor = `waiting for the maintenance window "${window.window.text}" (opens ${iso(state.opensAt)})`;
-      }
+    } else {
+      const hold = maintenanceHold(s, now);
+      if (hold) ({ until: waitUntil, waitingFor } = hold);
     }
     if (waitUntil === undefined) {
+      started(s, now);
       s.setCondition(status.conditions, 'Scheduled', 'True', 'StartAllowed', `started at or after ${iso(notBefore)}`);
       break;
     }
+    const delay = delayCheck(s, notBefore, now);
     s.setCondition(status.conditions, 'Scheduled', 'False', 'Waiting', waitingFor);
-    s.setGate(call, 'Waiting', `${call.hook} ${call.version}: ${waitingFor}`);
-    await s.wait(Math.min(waitUntil, deadline ?? Infinity) - now);
+    s.setGate(call, 'Waiting', `${call.hook} ${call.version}: ${delay.prefix}${waitingFor}`);
+    await s.wait(Math.min(waitUntil, deadline ?? Infinity, delay.wakeAt ?? Infinity) - now);
     if (s.interrupted()) return false;
   }
   s.setPhase('Upgrading');
@@ -78,17 +76,10 @@ export async function beginUpgrade(s: UpgradeState, call: HookCall): Promise<boo
 /** Waits until the maintenance window (if any) is open; false when interrupted. */
 export async function awaitWindow(s: UpgradeState, call: HookCall): Promise<boolean> {
   for (;;) {
-    const text = s.status.policy.maintenanceWindow;
-    const parsed = text ? parseMaintenanceWindow(text) : undefined;
-    if (!parsed?.ok) return true; // none, or refused by the api before it got here
-    const state = windowState(Date.now(), parsed.window);
-    if (state.open) return true;
-    s.setGate(
-      call,
-      'Waiting',
-      `${call.hook} ${call.version}: waiting for the maintenance window "${parsed.window.text}" (opens ${iso(state.opensAt)})`,
-    );
-    await s.wait(state.opensAt - Date.now());
+    const hold = maintenanceHold(s, Date.now());
+    if (!hold) return true;
+    s.setGate(call, 'Waiting', `${call.hook} ${call.version}: ${hold.waitingFor}`);
+    await s.wait(hold.until - Date.now());
     if (s.interrupted()) return false;
   }
 }
