@@ -1,4 +1,5 @@
 // The contract between the machine update workflow and its activities.
+import type { BlockingPods, NodePacing } from '../domain/node-pacing.ts';
 import type { MachineObjectRefs } from '../model/machine-update.ts';
 
 export interface MachineRef {
@@ -6,7 +7,8 @@ export interface MachineRef {
   name: string;
 }
 
-export interface PreflightResult {
+/** The Cluster's pacing annotations, when set, each winning over its setting (node-pacing.ts). */
+export interface PreflightResult extends NodePacing {
   nodeName: string;
   clusterName: string;
   /** The Cluster's pdb-force-drain-timeout annotation, when set: it wins over the setting. */
@@ -80,6 +82,8 @@ export type MachineEventReason =
   | 'NodeDrained'
   | 'NodeUpgraded'
   | 'MachineUpdateSucceeded'
+  | 'NodeUpdateHeld'
+  | 'NodeUpdatePaused'
   | 'MachineUpdateFailed'
   | 'MachineUpdateAborted';
 
@@ -94,6 +98,8 @@ export interface MachineEventInput {
 
 export interface MachineUpdateActivities {
   preflight(input: { machine: MachineRef }): Promise<PreflightResult>;
+  /** Pods matching `selector` (a validated label selector) that run on the node: they hold its update. */
+  blockingPods(input: { cluster: MachineRef; nodeName: string; selector: string }): Promise<BlockingPods>;
   // `event`: the milestone Event the step reaches, recorded once it succeeded (step-events.ts).
   cordon(input: {
     cluster: MachineRef;

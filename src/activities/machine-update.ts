@@ -30,6 +30,7 @@ import { createMachineEventActivities } from './machine-events.ts';
 import { withStepEvents } from './step-events.ts';
 import type { MachineRef, MachineUpdateActivities, NodeUpgradeInput } from './machine-update-types.ts';
 import { createNodeActivities, machineDeletionCheck } from './node.ts';
+import { createNodePacingActivities } from './node-pacing.ts';
 import { createRemediationActivities } from './remediation.ts';
 
 export {
@@ -100,6 +101,7 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
   return withStepEvents({
     ...createMachineEventActivities(deps.management),
     ...createRemediationActivities(deps.management),
+    ...createNodePacingActivities(workload),
     preflight: node.preflight,
     cordon: node.cordon,
     uncordon: node.uncordon,

@@ -28,6 +28,7 @@ import {
   type WorkloadKubeConfig,
 } from './machine-update-common.ts';
 import type { MachineRef, MachineUpdateActivities, PreflightResult } from './machine-update-types.ts';
+import { clusterNodePacing } from './node-pacing.ts';
 import { unavailableBudgetExceeded } from './unavailable-budget.ts';
 import { kubeletMatches } from '../domain/cluster-health.ts';
 
@@ -337,14 +338,14 @@ async function setUpdateFailed(kc: KubeConfig, nodeName: string, reason: string 
 }
 
 /**
- * The Cluster's `pdb-force-drain-timeout` and `drain-skip-pod-selector` annotations, which override
+ * The Cluster's `pdb-force-drain-timeout`, `drain-skip-pod-selector` and pacing annotations, which override
  * the ExtensionConfig settings for that cluster (UpdateMachine carries no Cluster, so they are read here).
  */
 async function clusterDrainPolicy(
   custom: CustomObjectsApi,
   namespace: string,
   name: string,
-): Promise<Pick<PreflightResult, 'pdbForceDrainTimeoutMs' | 'drainSkipPodSelector'>> {
+): Promise<Omit<PreflightResult, 'nodeName' | 'clusterName'>> {
   let cluster: { metadata?: { annotations?: Record<string, string> } };
   try {
     cluster = (await custom.getNamespacedCustomObject({
@@ -359,7 +360,7 @@ async function clusterDrainPolicy(
     throw err;
   }
   const annotations = cluster.metadata?.annotations ?? {};
-  const policy: Pick<PreflightResult, 'pdbForceDrainTimeoutMs' | 'drainSkipPodSelector'> = {};
+  const policy: Omit<PreflightResult, 'nodeName' | 'clusterName'> = clusterNodePacing(annotations, namespace, name);
   const pdbKey = policyKeys.pdbForceDrainTimeout.annotation;
   const pdb = annotations[pdbKey]?.trim();
   if (pdb) {

@@ -276,6 +276,8 @@ export function createInPlaceHandlers(opts: {
       maxConcurrentMachineUpdates: policy.maxConcurrentMachineUpdates,
       ...(policy.pdbForceDrainTimeoutMs !== undefined ? { pdbForceDrainTimeoutMs: policy.pdbForceDrainTimeoutMs } : {}),
       ...(policy.drainSkipPodSelector !== undefined ? { drainSkipPodSelector: policy.drainSkipPodSelector } : {}),
+      // Only the keys set: runs without pacing keep their input (and their commands) as before.
+      ...policy.pacing,
     };
     const limit = policy.maxConcurrentMachineUpdates;
     const queuedMessage = machineUpdateMessage(machine, version, machineUpdateQueuedDetail(clusterName, limit));

@@ -17,13 +17,7 @@
 // Pure module: no I/O. The pod type is a structural subset of V1Pod, so
 // @kubernetes/client-node pods can be passed as they are.
 
-import {
-  LABEL_SELECTOR_MAX_LENGTH,
-  namesAPresentLabel,
-  parseLabelSelector,
-  selectorMatches,
-  type LabelRequirement,
-} from './label-selector.ts';
+import { parsePolicyPodSelector, selectorMatches, type LabelRequirement } from './label-selector.ts';
 
 export interface DrainOwnerReference {
   readonly kind: string;
@@ -73,17 +67,7 @@ export function parseSkipPodSelector(
   name: string,
   text: string,
 ): { ok: true; selector: LabelRequirement[] } | { ok: false; message: string } {
-  const shown = text.length > LABEL_SELECTOR_MAX_LENGTH ? `(${text.length} characters)` : `=${JSON.stringify(text)}`;
-  const parsed = parseLabelSelector(text);
-  if (!parsed.ok) return { ok: false, message: `${name}${shown}: not a usable label selector: ${parsed.message}` };
-  if (parsed.requirements.length > 0 && !namesAPresentLabel(parsed.requirements))
-    return {
-      ok: false,
-      message:
-        `${name}${shown}: a skip selector needs a requirement on a label pods have (=, ==, in, a key, >, <): ` +
-        'one of only !=, notin and !key skips every pod without that label',
-    };
-  return { ok: true, selector: parsed.requirements };
+  return parsePolicyPodSelector(name, text, 'a skip selector', 'skips every pod without that label');
 }
 
 export const DEFAULT_SKIP_LABEL = { key: 'cluster.x-k8s.io/drain', value: 'skip' } as const;

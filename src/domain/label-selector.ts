@@ -212,3 +212,28 @@ export function selectorMatches(
 export function namesAPresentLabel(requirements: readonly LabelRequirement[]): boolean {
   return requirements.some((r) => !['!=', 'notin', '!'].includes(r.operator));
 }
+
+/**
+ * A pod selector set as policy (drainSkipPodSelector, blockingPodSelector) from its text; `name` is
+ * what the message names, as in `setting drainSkipPodSelector` or `Cluster ns/c annotation …`.
+ * Blank = none. Refused: no label selector, too long, or only `!=`/`notin`/`!key`, which as
+ * `role` (`a skip selector`) `effect` (`skips every pod without that label`).
+ */
+export function parsePolicyPodSelector(
+  name: string,
+  text: string,
+  role: string,
+  effect: string,
+): { ok: true; selector: LabelRequirement[] } | { ok: false; message: string } {
+  const shown = text.length > LABEL_SELECTOR_MAX_LENGTH ? `(${text.length} characters)` : `=${JSON.stringify(text)}`;
+  const parsed = parseLabelSelector(text);
+  if (!parsed.ok) return { ok: false, message: `${name}${shown}: not a usable label selector: ${parsed.message}` };
+  if (parsed.requirements.length > 0 && !namesAPresentLabel(parsed.requirements))
+    return {
+      ok: false,
+      message:
+        `${name}${shown}: ${role} needs a requirement on a label pods have (=, ==, in, a key, >, <): ` +
+        `one of only !=, notin and !key ${effect}`,
+    };
+  return { ok: true, selector: parsed.requirements };
+}

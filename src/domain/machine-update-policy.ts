@@ -2,6 +2,7 @@
 // carry no Cluster, so there are no annotations to read).
 import { parseSkipPodSelector } from './drain.ts';
 import { parseGoDuration } from './durations.ts';
+import { parseNodePacing, type NodePacing } from './node-pacing.ts';
 
 /** Who applies an update on the node (docs/node-upgrade-request.md, docs/node-upgrade-job.md). */
 export type NodeUpgradeExecutor = 'delegate' | 'job' | 'management';
@@ -22,6 +23,8 @@ export interface MachineUpdatePolicy {
   retryBackoffMs: number;
   /** How long the preflight waits for a Ready node and room under maxUnavailable before failing. */
   preflightTimeoutMs: number;
+  /** Blocking pod selector and delay after each node (node-pacing.ts); the Cluster's annotations win. */
+  pacing: NodePacing;
 }
 
 export const machineUpdateSettings = {
@@ -78,6 +81,8 @@ export function resolveMachineUpdatePolicy(settings: Readonly<Record<string, str
     const skip = parseSkipPodSelector(`setting ${machineUpdateSettings.drainSkipPodSelector}`, skipText);
     if (!skip.ok) problems.push(skip.message);
   }
+  const pacing = parseNodePacing(settings, 'setting');
+  if (!pacing.ok) problems.push(pacing.message);
   const policy: MachineUpdatePolicy = {
     executor: known ?? 'delegate',
     drainTimeoutMs: duration(machineUpdateSettings.drainTimeout, 30 * 60_000) ?? 30 * 60_000,
@@ -89,6 +94,7 @@ export function resolveMachineUpdatePolicy(settings: Readonly<Record<string, str
     preflightTimeoutMs: duration(machineUpdateSettings.preflightTimeout, 15 * 60_000) ?? 15 * 60_000,
     ...(pdb !== undefined ? { pdbForceDrainTimeoutMs: pdb } : {}),
     ...(skipText !== undefined ? { drainSkipPodSelector: skipText } : {}),
+    pacing: pacing.ok ? pacing.pacing : {},
   };
   return problems.length ? { ok: false, message: problems.join('; ') } : { ok: true, policy };
 }

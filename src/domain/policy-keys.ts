@@ -12,7 +12,7 @@ export interface PolicyKey {
   annotation: string;
 }
 
-function key(setting: string, annotationSuffix: string): PolicyKey {
+export function key(setting: string, annotationSuffix: string): PolicyKey {
   return { setting, annotation: `${ANNOTATION_PREFIX}${annotationSuffix}` };
 }
 

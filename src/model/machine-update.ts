@@ -6,7 +6,16 @@ import type { UpgradeCondition } from './cluster-upgrade.ts';
 export const DEFAULT_NODE_UPGRADER_NAMESPACE = 'capi-upgrade-orchestrator-system';
 
 export type MachineUpdateStep =
-  'Queued' | 'Preflight' | 'Cordon' | 'Drain' | 'UpgradeNode' | 'WaitForNode' | 'Uncordon' | 'Done';
+  | 'Queued'
+  | 'Preflight'
+  | 'BlockingPods'
+  | 'Cordon'
+  | 'Drain'
+  | 'UpgradeNode'
+  | 'WaitForNode'
+  | 'Uncordon'
+  | 'PostUpdateDelay'
+  | 'Done';
 export type MachineUpdatePhase = 'Updating' | 'Succeeded' | 'Failed' | 'Aborted';
 
 export interface MachineUpdateInput {
@@ -37,6 +46,12 @@ export interface MachineUpdateInput {
   preflightTimeoutMs?: number;
   /** Machines of the cluster updating at once, held by the cluster's slots workflow; 0 or unset = no limit. */
   maxConcurrentMachineUpdates?: number;
+  /** Hold before the cordon while pods matching this label selector run on the node (setting blockingPodSelector). */
+  blockingPodSelector?: string;
+  /** How long that hold lasts before the update fails (default 30m). */
+  blockingPodTimeoutMs?: number;
+  /** Wait after the node is given back, before the update reports done and frees its place (setting postUpdateDelay). */
+  postUpdateDelayMs?: number;
   /** Started by the cluster's slots workflow when it let this update in: it holds a slot from its first step. */
   startedWithSlot?: boolean;
   /** Started by the slots workflow only to record an abort that came while the update was queued. */
@@ -75,6 +90,10 @@ export interface MachineUpdateStatus {
   retryNotBefore?: string;
   /** Failed: a retry was asked for (the api signalled once). */
   retryRequested?: boolean;
+  /** Step BlockingPods: what holds the node (the selector as quoted, with its source, and the pods last seen). */
+  blockingPods?: { selector: string; count: number; first?: string };
+  /** Step PostUpdateDelay: when the delay after the node ends. */
+  delayUntil?: string;
   steps: UpgradeCondition[];
 }
 

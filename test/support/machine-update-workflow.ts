@@ -19,6 +19,7 @@ import type {
 } from '../../src/activities/machine-update-types.ts';
 import { withStepEvents } from '../../src/activities/step-events.ts';
 import { specHash } from '../../src/domain/in-place.ts';
+import type { BlockingPods } from '../../src/domain/node-pacing.ts';
 import { machineUpdateWorkflowId, type MachineUpdateStatus } from '../../src/model/machine-update.ts';
 import {
   cluster as capiClusterObject,
@@ -49,6 +50,8 @@ export function stubs(
     executorStarted?: boolean;
     /** Added to what preflight returns (e.g. a Cluster annotation's drain policy). */
     preflight?: Partial<PreflightResult>;
+    /** What blockingPods finds on the node (default: none). */
+    blockingPods?: () => BlockingPods;
   } = {},
 ): MachineUpdateActivities & { calls: Calls; seen: Record<string, unknown[]>; order: string[] } {
   const calls: Calls = {};
@@ -80,6 +83,10 @@ export function stubs(
     async preflight() {
       count('preflight');
       return { nodeName: 'worker-0', clusterName: 'prod-1', ...opts.preflight };
+    },
+    async blockingPods(input) {
+      count('blockingPods', input);
+      return opts.blockingPods?.() ?? { count: 0 };
     },
     async holdRemediation(input) {
       count('holdRemediation', input);

@@ -11,14 +11,21 @@ import {
 } from '@temporalio/workflow';
 import type { DrainOptions, PreflightResult } from '../../activities/machine-update-types.ts';
 import { formatDuration } from '../../domain/durations.ts';
+import {
+  BLOCKING_PODS_RUNNING,
+  blockingPodsDetail,
+  blockingSelectorText,
+  DEFAULT_BLOCKING_POD_TIMEOUT_MS,
+} from '../../domain/node-pacing.ts';
 import { failureReason, failureType } from '../failures.ts';
 import { NodeName } from '../../model/search-attributes.ts';
 import { localPreflight, localQuick as quick, nodeActivities, PREFLIGHT_WAITS } from './activities.ts';
-import type { MachineUpdateState } from './state.ts';
+import { Aborted, type MachineUpdateState } from './state.ts';
 
 /** One attempt, from the queue to the node given back; throws what ended it early. */
 export async function attemptUpdate(s: MachineUpdateState): Promise<void> {
   const pre = await preflight(s);
+  await holdForBlockingPods(s, pre);
   await cordon(s, pre.nodeName);
   const drainedEventSent = await drain(s, pre);
   // In the same workflow task as the upgrade's start, as it always was (the Event goes beside it).
@@ -30,6 +37,7 @@ export async function attemptUpdate(s: MachineUpdateState): Promise<void> {
   await waitForNode(s, pre.nodeName);
   await uncordon(s, pre.nodeName);
   await releaseRemediation(s);
+  await delayAfterNode(s, pre);
   await s.slot.release();
 }
 
@@ -51,8 +59,7 @@ async function preflight(s: MachineUpdateState): Promise<PreflightResult> {
 /** Preflight, waiting out "not yet" (node NotReady, maxUnavailable reached) up to `timeoutMs`; each call abortable. */
 async function preflightWithin(s: MachineUpdateState, timeoutMs: number): Promise<PreflightResult> {
   const deadline = Date.now() + timeoutMs;
-  // About 100 rounds whatever the timeout (1–30 s apart): the history stays short.
-  const pause = Math.min(30_000, Math.max(1_000, Math.ceil(timeoutMs / 100)));
+  const pause = pollPause(timeoutMs);
   for (;;) {
     try {
       return await s.step(() => localPreflight.preflight({ machine: s.input.machine }));
@@ -68,6 +75,49 @@ async function preflightWithin(s: MachineUpdateState, timeoutMs: number): Promis
       s.note(`preflight checks: waiting: ${failureReason(err)}`);
       await s.step(() => sleep(pause));
     }
+  }
+}
+
+/** About 100 rounds of a wait whatever its timeout (1–30 s apart): the history stays short. */
+function pollPause(timeoutMs: number): number {
+  return Math.min(30_000, Math.max(1_000, Math.ceil(timeoutMs / 100)));
+}
+
+/**
+ * Before the cordon, while pods matching the blocking pod selector run on the node (node-pacing.ts):
+ * step BlockingPods names the selector and the pods, up to blockingPodTimeout; then the attempt
+ * fails with the node untouched. No step when nothing matches (or no selector is set).
+ */
+async function holdForBlockingPods(s: MachineUpdateState, pre: PreflightResult): Promise<void> {
+  const selector = pre.blockingPodSelector ?? s.input.blockingPodSelector;
+  if (selector === undefined) return;
+  const { nodeName } = pre;
+  const shown = blockingSelectorText(selector, pre.blockingPodSelector !== undefined);
+  const timeoutMs = pre.blockingPodTimeoutMs ?? s.input.blockingPodTimeoutMs ?? DEFAULT_BLOCKING_POD_TIMEOUT_MS;
+  const check = () => s.step(() => quick.blockingPods({ cluster: s.cluster, nodeName, selector }));
+  let found = await check();
+  if (found.count === 0) return;
+  const deadline = Date.now() + timeoutMs;
+  const waiting = `waiting up to ${formatDuration(timeoutMs)} (blockingPodTimeout)`;
+  s.enter('BlockingPods', `held: ${blockingPodsDetail(nodeName, shown, found)}; ${waiting}`);
+  s.events.add(
+    'NodeUpdateHeld',
+    'Normal',
+    `update of node ${nodeName} held: ${blockingPodsDetail(nodeName, shown, found)}`,
+  );
+  try {
+    while (found.count > 0) {
+      s.status.blockingPods = { selector: shown, count: found.count, ...(found.first ? { first: found.first } : {}) };
+      s.note(`held: ${blockingPodsDetail(nodeName, shown, found)}; ${waiting}`);
+      if (Date.now() >= deadline) {
+        const reason = `${blockingPodsDetail(nodeName, shown, found)}: still there after ${formatDuration(timeoutMs)} (blockingPodTimeout)`;
+        throw ApplicationFailure.nonRetryable(reason, BLOCKING_PODS_RUNNING);
+      }
+      await s.step(() => sleep(pollPause(timeoutMs)));
+      found = await check();
+    }
+  } finally {
+    delete s.status.blockingPods;
   }
 }
 
@@ -177,6 +227,27 @@ async function uncordon(s: MachineUpdateState, nodeName: string): Promise<void> 
   await quick.uncordon({ cluster: s.cluster, nodeName, event: done });
   s.succeededEventSent = true;
   s.cordonedByUs = false;
+}
+
+/**
+ * postUpdateDelay: the node is updated and given back; the update reports done and frees its place
+ * (maxConcurrentMachineUpdates) only after the delay, so the next machine waits. An abort or a
+ * cancellation ends the delay early: the node is already updated, so the update still succeeds.
+ */
+async function delayAfterNode(s: MachineUpdateState, pre: PreflightResult): Promise<void> {
+  const delayMs = pre.postUpdateDelayMs ?? s.input.postUpdateDelayMs;
+  if (!delayMs) return;
+  const detail = `node ${pre.nodeName} updated; waiting ${formatDuration(delayMs)} before the next machine (postUpdateDelay)`;
+  s.status.delayUntil = new Date(Date.now() + delayMs).toISOString();
+  s.enter('PostUpdateDelay', detail);
+  s.events.add('NodeUpdatePaused', 'Normal', detail);
+  try {
+    await s.step(() => sleep(delayMs));
+  } catch (err) {
+    if (!(err instanceof Aborted) && !isCancellation(err)) throw err;
+  } finally {
+    delete s.status.delayUntil;
+  }
 }
 
 /** Takes skip-remediation off the Machine when this run may have put it there; never cancelled. */
