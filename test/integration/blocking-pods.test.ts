@@ -24,7 +24,7 @@ import {
   testGroup,
   waitFor,
   workloadApi,
-} from '../support/fixtures.ts';
+} from '../../support/testbed-fixtures.ts';
 
 const group = testGroup('bpods');
 const g = group.name;
