@@ -8,6 +8,7 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { CLUSTER_UPGRADE_MEMO_KEY, type ClusterUpgradeMemo } from '../model/cluster-upgrade.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
+import { BackendUnavailable } from './errors.ts';
 import type { HookContext } from './hook-route.ts';
 import type { ListedRun, RunView } from './upgrade-views.ts';
 
@@ -99,7 +100,9 @@ export async function withinHookDeadline<T>(p: Promise<T>, ctx: Pick<HookContext
     return await Promise.race([
       p,
       new Promise<never>((_, reject) => {
-        const give = () => reject(new Error('the hook deadline passed while reading the upgrade'));
+        // Unavailable, whatever the clock reads: a loaded event loop fires this timer before
+        // Date.now() reaches the deadline, and a plain Error then became "internal error" for CAPI.
+        const give = () => reject(new BackendUnavailable('the hook deadline passed while reading the upgrade'));
         timer = setTimeout(give, Math.max(0, ctx.deadline - Date.now()));
         onAbort = give;
         ctx.signal.addEventListener('abort', onAbort, { once: true });
