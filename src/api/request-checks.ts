@@ -1,5 +1,5 @@
 // Every hook call that would start or signal a workflow is first checked
-// against the management cluster's own objects (DESIGN.md, "Trust boundaries"):
+// against the management cluster's own objects (docs/security.md, "Boundaries"):
 // whatever the transport, a request that does not describe what CAPI is doing
 // right now changes nothing. One mechanism, one small rule per hook:
 //   - UpdateMachine: the Machine exists, belongs to the named Cluster, its spec

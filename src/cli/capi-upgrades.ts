@@ -7,7 +7,7 @@
 //   capi-upgrades history <ns>/<cluster> [-o json]
 //   capi-upgrades rollout start|status|list|approve|pause|resume|abort … (fleet rollouts)
 // It reads the same TEMPORAL_* settings as the extension (address, namespace,
-// TLS, API key). The `temporal` and `tctl` commands in the README do the same
+// TLS, API key). The `temporal` and `tctl` commands in the README and docs/operations.md do the same
 // by workflow id.
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';

@@ -1,7 +1,7 @@
 // Where users set policy: ExtensionConfig `spec.settings` keys (for every
 // cluster) and Cluster annotations under one prefix (per cluster, winning
-// over settings). The names are part of the public interface; the README
-// documents each.
+// over settings). The names are part of the public interface;
+// docs/configuration.md documents each (test/unit/docs-configuration.test.ts checks).
 
 export const ANNOTATION_PREFIX = 'upgrades.capi-orchestrator.io/';
 
