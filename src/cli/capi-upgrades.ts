@@ -1,19 +1,26 @@
 #!/usr/bin/env node
 // capi-upgrades: the operator's view of cluster upgrades, by cluster name.
 //   capi-upgrades list [--phase P] [--namespace NS] [--all] [-o json]
-//   capi-upgrades status <ns>/<cluster> [-o json]
+//   capi-upgrades status <ns>/<cluster> [-o json | --watch]
 //   capi-upgrades abort <ns>/<cluster> [--reason TEXT]
 //   capi-upgrades resume|retry <ns>/<cluster>
 //   capi-upgrades history <ns>/<cluster> [-o json]
 //   capi-upgrades rollout start|status|list|approve|pause|resume|abort … (fleet rollouts)
+//   capi-upgrades completion bash|zsh
+// Installed as `kubectl-capi_upgrades` it is the kubectl plugin `kubectl capi-upgrades`
+// (krew naming), and as `kubectl_complete-capi_upgrades` that plugin's completion.
 // It reads the same TEMPORAL_* settings as the extension (address, namespace,
 // TLS, API key). The `temporal` and `tctl` commands in the README and docs/operations.md do the same
 // by workflow id.
+import { basename } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { ConfigError, parseConfig } from '../config/index.ts';
 import type { UpgradePhase } from '../model/cluster-upgrade.ts';
 import { table } from './table.ts';
+import { complete, completionScript } from './completion.ts';
+import { machineTally, rolloutProgress, upgradeProgress } from './progress.ts';
+import { parseWatchDuration, watch } from './watch.ts';
 import { connectFailureMessage, connectionOptions, readTemporalCredentials } from '../temporal-connection.ts';
 import {
   controlUpgrade,
@@ -28,6 +35,7 @@ import {
 import {
   controlRollout,
   listRollouts,
+  ROLLOUT_COMMANDS,
   ROLLOUT_USAGE,
   rolloutInput,
   rolloutStatus,
@@ -37,17 +45,25 @@ import {
   type RolloutFlags,
 } from './rollouts.ts';
 
-const USAGE = `usage: capi-upgrades <command> [options]
+// The name it was run by: `kubectl capi-upgrades` when kubectl runs it as a plugin.
+const INVOKED_AS = process.env.CAPI_UPGRADES_INVOKED_AS ?? basename(process.argv[1] ?? 'capi-upgrades', '.js');
+const PROGRAM = INVOKED_AS.startsWith('kubectl') ? 'kubectl capi-upgrades' : 'capi-upgrades';
+
+const USAGE = `usage: ${PROGRAM} <command> [options]
 
   list [--phase Pending|Upgrading|Upgraded|Failed|Aborted] [--namespace NS] [--all]
                                  running cluster upgrades (--all: closed ones too)
   status <namespace>/<cluster>   phase, steps, conditions (blocking pods and PDBs), machine updates
+         [--watch [--interval 2s] [--timeout 2h]]
+                                 --watch: redraw steps, machines done/total and what holds it until
+                                 the upgrade ends (exit 0 upgraded, 1 failed, aborted or timed out)
   abort <namespace>/<cluster> [--reason TEXT]
                                  stop the upgrade: every hook answers Failure until "resume"
   resume <namespace>/<cluster>   continue an aborted or failed upgrade where it stopped
   retry <namespace>/<cluster>    run a failed step again
   history <namespace>/<cluster>  every run for the cluster, and the versions it went through
 ${ROLLOUT_USAGE}
+  completion bash|zsh            the shell completion script (source <(${PROGRAM} completion bash))
 
   -o json                        machine-readable output
 Temporal: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and the TLS / API key settings of the extension.`;
@@ -112,7 +128,42 @@ function statusText(r: UpgradeReport): string {
   return out.join('\n');
 }
 
+/** Temporal for the names completion offers: a moment at most, else none (the fixed words still complete). */
+async function completeWords(words: string[]): Promise<number> {
+  let client: Client | undefined;
+  let connection: Connection | undefined;
+  const names = async (read: (c: Client) => Promise<string[]>) => {
+    try {
+      if (!client) {
+        const settings = parseConfig(process.env).temporal;
+        connection = await Connection.connect({
+          ...connectionOptions(settings, readTemporalCredentials(settings)),
+          connectTimeout: 2_000,
+        });
+        client = new Client({ connection, namespace: settings.namespace });
+      }
+      const c = client;
+      return await c.connection.withDeadline(Date.now() + 2_000, () => read(c));
+    } catch {
+      return [];
+    }
+  };
+  try {
+    process.stdout.write(
+      await complete(words, {
+        clusters: () => names(async (c) => (await listUpgrades(c, { limit: 200 })).map((r) => r.cluster)),
+        rollouts: () => names(async (c) => (await listRollouts(c)).map((r) => r.name)),
+      }),
+    );
+  } finally {
+    await connection?.close();
+  }
+  return 0;
+}
+
 async function main(argv: string[]): Promise<number> {
+  if (INVOKED_AS.startsWith('kubectl_complete')) return await completeWords(argv);
+  if (argv[0] === '__complete') return await completeWords(argv.slice(1));
   const parse = () =>
     parseArgs({
       args: argv,
@@ -138,6 +189,9 @@ async function main(argv: string[]): Promise<number> {
         wave: { type: 'string' },
         by: { type: 'string' },
         'abort-in-flight': { type: 'boolean' },
+        watch: { type: 'boolean', short: 'w' },
+        interval: { type: 'string' },
+        timeout: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -159,11 +213,19 @@ async function main(argv: string[]): Promise<number> {
   const phase = values.phase as UpgradePhase | undefined;
   if (phase !== undefined && !PHASES.includes(phase))
     throw new UsageError(`--phase ${phase}: expected one of ${PHASES.join(', ')}`);
+  if (command === 'completion') {
+    // kubectl completes its plugins itself, through kubectl_complete-capi_upgrades on PATH.
+    if (PROGRAM !== 'capi-upgrades')
+      throw new UsageError(
+        'kubectl completes its plugins: source <(kubectl completion bash), with kubectl_complete-capi_upgrades on PATH',
+      );
+    console.log(completionScript(target ?? '', PROGRAM));
+    return 0;
+  }
   if (!['list', 'status', 'abort', 'resume', 'retry', 'history', 'rollout'].includes(command))
     throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   const rollout = command === 'rollout' ? { sub: target ?? '', name: positionals[2] } : undefined;
-  const ROLLOUT_COMMANDS = ['start', 'status', 'list', 'approve', 'pause', 'resume', 'abort'];
-  if (rollout && !ROLLOUT_COMMANDS.includes(rollout.sub))
+  if (rollout && !(ROLLOUT_COMMANDS as readonly string[]).includes(rollout.sub))
     throw new UsageError(`rollout ${JSON.stringify(rollout.sub)}: expected one of ${ROLLOUT_COMMANDS.join(', ')}`);
   if (rollout && rollout.sub !== 'list' && !rollout.name)
     throw new UsageError(`rollout ${rollout.sub}: name the rollout`);
@@ -171,6 +233,20 @@ async function main(argv: string[]): Promise<number> {
   const flags = values as RolloutFlags;
   const rolloutStart = rollout?.sub === 'start' ? rolloutInput(rollout.name, flags) : undefined;
   const cluster = command === 'list' || rollout ? undefined : parseClusterKey(target);
+  const watching = values.watch === true;
+  if (watching && !(command === 'status' || rollout?.sub === 'status'))
+    throw new UsageError('--watch: only status and rollout status watch');
+  if (watching && json) throw new UsageError('--watch shows a view for people: leave out -o json');
+  const intervalMs = parseWatchDuration('interval', values.interval, 2_000)!;
+  const timeoutMs = parseWatchDuration('timeout', values.timeout);
+  const watchOn = (read: Parameters<typeof watch>[0]['read']) =>
+    watch({
+      read,
+      intervalMs,
+      ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+      write: (t) => process.stdout.write(t),
+      tty: process.stdout.isTTY === true,
+    });
 
   const settings = parseConfig(process.env).temporal;
   let connection: Connection;
@@ -187,6 +263,8 @@ async function main(argv: string[]): Promise<number> {
       if (rolloutStart) {
         const started = await startRollout(client, settings.taskQueue, rolloutStart);
         print(started, `started ${started.workflowId}${started.status ? `\n\n${rolloutText(started.status)}` : ''}`);
+      } else if (rollout.sub === 'status' && watching) {
+        return await watchOn(async () => rolloutProgress(await rolloutStatus(client, name)));
       } else if (rollout.sub === 'status') {
         const status = await rolloutStatus(client, name);
         print(status, rolloutText(status));
@@ -213,6 +291,11 @@ async function main(argv: string[]): Promise<number> {
         ...(values.all ? { all: true } : {}),
       });
       print(rows, runsTable(rows));
+    } else if (command === 'status' && watching) {
+      return await watchOn(async () => {
+        const report = await upgradeStatus(client, cluster!);
+        return upgradeProgress(report, await machineTally(client, cluster!, report.run.startTime));
+      });
     } else if (command === 'status') {
       const report = await upgradeStatus(client, cluster!);
       print(report, statusText(report));
@@ -241,7 +324,7 @@ main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
     if (err instanceof UsageError || err instanceof ConfigError) {
-      console.error(`capi-upgrades: ${err.message}`);
+      console.error(`${PROGRAM}: ${err.message}`);
       process.exit(2);
     }
     console.error(err);

@@ -41,7 +41,7 @@ export function parseClusterKey(arg: string | undefined): ClusterKey {
 export class UsageError extends Error {}
 
 /** Visibility query values are single-quoted strings: names never hold quotes, but be exact anyway. */
-const quote = (v: string) => `'${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+export const quote = (v: string) => `'${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
 
 export interface UpgradeRow {
   cluster: string;

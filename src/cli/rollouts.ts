@@ -19,12 +19,15 @@ export const ROLLOUT_USAGE = `  rollout start <name> --selector SEL --version V 
                 [--namespaces A,B] [--cluster-class C] [--soak 30m] [--max-concurrent 5]
                 [--failure-budget 0] [--cluster-deadline 6h] [--approve-before 2,3] [--approve-after 1]
                                  upgrade the selected clusters in waves (waves are cumulative, end at 100%)
-  rollout status <name>          waves, clusters and what the rollout waits for
+  rollout status <name> [--watch] waves, clusters and what the rollout waits for
+                                 (--watch: redraw a compact view until the rollout ends)
   rollout list                   rollouts, newest first
   rollout approve <name> --wave N [--by NAME]
   rollout pause|resume <name>    stop / restart starting clusters (those in flight go on)
   rollout abort <name> [--reason TEXT] [--abort-in-flight]
                                  stop for good (--abort-in-flight: abort the cluster upgrades still running)`;
+
+export const ROLLOUT_COMMANDS = ['start', 'status', 'list', 'approve', 'pause', 'resume', 'abort'] as const;
 
 export interface RolloutFlags {
   selector?: string;

@@ -12,11 +12,14 @@ const scripts = [
     .filter((f) => f.endsWith('.sh'))
     .map((f) => `scripts/${f}`),
   '.ci/run',
+  'bin/kubectl-capi_upgrades',
 ];
 
 describe('project shell scripts', () => {
   it('finds the scripts it checks', () => {
-    expect(scripts).toEqual(expect.arrayContaining(['scripts/env.sh', 'scripts/testbed.sh', '.ci/run']));
+    expect(scripts).toEqual(
+      expect.arrayContaining(['scripts/env.sh', 'scripts/testbed.sh', '.ci/run', 'bin/kubectl-capi_upgrades']),
+    );
   });
 
   it.each(scripts)('%s passes shellcheck', (script) => {

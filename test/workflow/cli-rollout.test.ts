@@ -7,7 +7,7 @@ import type { NativeConnection, Worker } from '@temporalio/worker';
 import type { RolloutRow } from '../../src/cli/rollouts.ts';
 import type { FleetRolloutStatus } from '../../src/model/fleet-rollout.ts';
 import { FakeFleet, fakeFleetActivities } from '../support/fake-fleet.ts';
-import { capiUpgrades } from '../support/cli.ts';
+import { capiUpgrades, capiUpgradesInBackground, watchFrames } from '../support/cli.ts';
 import { createTestWorker } from '../support/temporal.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -22,12 +22,14 @@ describe('capi-upgrades rollout', () => {
   let connection: NativeConnection;
   let running: Promise<void>;
   const name = `r-${randomUUID().slice(0, 8)}`;
+  let watching: ReturnType<typeof capiUpgradesInBackground> | undefined;
 
   beforeAll(async () => {
     ({ worker, connection } = await createTestWorker({ taskQueue, activities: fakeFleetActivities(() => fleet) }));
     running = worker.run();
   });
   afterAll(async () => {
+    watching?.stop();
     worker.shutdown();
     await running;
     await connection.close();
@@ -56,6 +58,14 @@ describe('capi-upgrades rollout', () => {
     );
     expect(waiting.stdout).toContain('fleet/c00  1     v1.32.4  done');
     expect(waiting.stdout).toMatch(/fleet\/c01\s+2\s+v1\.32\.4\s+pending/);
+    const watch = capiUpgradesInBackground(['rollout', 'status', name, '--watch', '--interval', '1s'], {
+      TEMPORAL_TASK_QUEUE: taskQueue,
+    });
+    watching = watch;
+    await waitFor(
+      async () => watch.seen.stdout,
+      (out) => out.includes('waves:     1/2 done, wave 2 waiting-approval'),
+    );
     expect(await cli('rollout', 'approve', name, '--wave', '2', '--by', 'alice')).toMatchObject({
       code: 0,
       stdout: `approve sent to fleet-rollout/${name}\n`,
@@ -65,6 +75,11 @@ describe('capi-upgrades rollout', () => {
       (s) => s.phase === 'Completed',
     );
     expect(done.waves[1]?.approvedBeforeBy).toBe('alice');
+    // The watch ended with the rollout, on its last view.
+    expect(await watch.exited).toBe(0);
+    expect(watchFrames(watch.seen.stdout).at(-1)).toMatch(
+      new RegExp(`^rollout ${name} → v1\\.33\\.0  Completed\\nwaves: +2/2 done\\nclusters: +3/3 upgraded\\n`),
+    );
     expect(done.clusters.map((c) => c.state)).toEqual(['done', 'done', 'done']);
     const rows = await waitFor(
       () => json<RolloutRow[]>('rollout', 'list'),
