@@ -29,7 +29,9 @@ export function createNodePacingActivities(
       const core = apiClient(await workload(cluster), CoreV1Api);
       // Pods that ended (Succeeded, Failed) hold nothing; terminating ones still run until they are gone.
       const fieldSelector = `spec.nodeName=${nodeName},status.phase!=Succeeded,status.phase!=Failed`;
-      const keys: string[] = [];
+      // A count and the least key: nothing held per pod, however many match.
+      let count = 0;
+      let first: string | undefined;
       let next: string | undefined;
       do {
         const page = await core.listPodForAllNamespaces({
@@ -38,11 +40,14 @@ export function createNodePacingActivities(
           limit: PAGE,
           ...(next ? { _continue: next } : {}),
         });
-        for (const p of page.items) keys.push(`${p.metadata?.namespace ?? ''}/${p.metadata?.name ?? ''}`);
+        for (const p of page.items) {
+          const key = `${p.metadata?.namespace ?? ''}/${p.metadata?.name ?? ''}`;
+          count++;
+          if (first === undefined || key < first) first = key;
+        }
         next = page.metadata?._continue || undefined;
       } while (next);
-      keys.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-      return { count: keys.length, ...(keys[0] !== undefined ? { first: keys[0] } : {}) };
+      return { count, ...(first !== undefined ? { first } : {}) };
     },
   };
 }
