@@ -168,7 +168,10 @@ up() {
   eval "$("$ROOT/scripts/tools-capi.sh")"
   local -A BIN=([capi]="$CAPI_MANAGER_BINARY" [cabpk]="$CABPK_MANAGER_BINARY"
     [kcp]="$KCP_MANAGER_BINARY" [capd]="$CAPD_MANAGER_BINARY")
-  local -A SRC=([capi]="$CAPI_MODULE_DIR/core" [cabpk]="$CAPI_MODULE_DIR/bootstrap/kubeadm"
+  # The core manager's config/ sits under core/ from v1.14, at the module root before.
+  local core_src="$CAPI_MODULE_DIR/core"
+  [ -d "$core_src/config" ] || core_src="$CAPI_MODULE_DIR"
+  local -A SRC=([capi]="$core_src" [cabpk]="$CAPI_MODULE_DIR/bootstrap/kubeadm"
     [kcp]="$CAPI_MODULE_DIR/controlplane/kubeadm" [capd]="$CAPI_TEST_MODULE_DIR/infrastructure/docker")
 
   {

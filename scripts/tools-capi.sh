@@ -66,24 +66,71 @@ command -v go >/dev/null 2>&1 ||
 # The CAPI version is the one in tools/capi/go.mod (single source of truth); the
 # api and test modules must be at the same release.
 req() { awk -v m="$1" '($1 == m && $2 ~ /^v/) || ($1 == "require" && $2 == m) { print ($1 == m ? $2 : $3); exit }' "$MOD/go.mod"; }
-CAPI_VERSION="$(req sigs.k8s.io/cluster-api)"
-[ -n "$CAPI_VERSION" ] || die "cannot read the sigs.k8s.io/cluster-api version from tools/capi/go.mod"
+PINNED="$(req sigs.k8s.io/cluster-api)"
+[ -n "$PINNED" ] || die "cannot read the sigs.k8s.io/cluster-api version from tools/capi/go.mod"
 for m in sigs.k8s.io/cluster-api/api sigs.k8s.io/cluster-api/test; do
-  [ "$(req "$m")" = "$CAPI_VERSION" ] || die "tools/capi/go.mod: $m is at $(req "$m"), not $CAPI_VERSION"
+  [ "$(req "$m")" = "$PINNED" ] || die "tools/capi/go.mod: $m is at $(req "$m"), not $PINNED"
+done
+# CAPI_VERSION=vX.Y.Z (the compatibility matrix: `make test-capi CAPI_VERSION=v1.13.6`) builds
+# another release from a module of its own, tidied once into the cache. CAPI_TEST_VERSION names
+# the release of sigs.k8s.io/cluster-api/test (CAPD) when the module proxy does not serve it at
+# CAPI_VERSION (v1.13: core up to v1.13.6, test from v1.13.7).
+CAPI_VERSION="${CAPI_VERSION:-$PINNED}"
+CAPI_TEST_VERSION="${CAPI_TEST_VERSION:-$CAPI_VERSION}"
+for v in "$CAPI_VERSION" "$CAPI_TEST_VERSION"; do
+  [[ "$v" =~ ^v1\.[0-9]+\.[0-9]+$ ]] || die "CAPI_VERSION / CAPI_TEST_VERSION $v: expected a release such as v1.13.6"
 done
 CAPI_MINOR="$(echo "$CAPI_VERSION" | cut -d. -f2)"
 
 mkdir -p "$TOOLS"
-# Serialise concurrent callers so a cold build happens once.
+# Serialise concurrent callers so a cold build happens once (per release: building another
+# one for the compatibility matrix does not hold up the tier's).
+lock="$TOOLS/.tools-capi.lock"
+[ "$CAPI_VERSION" = "$PINNED" ] && [ "$CAPI_TEST_VERSION" = "$PINNED" ] || lock="$TOOLS/.tools-capi-$CAPI_VERSION-$CAPI_TEST_VERSION.lock"
 if command -v flock >/dev/null 2>&1; then
-  exec 9>"$TOOLS/.tools-capi.lock"
+  exec 9>"$lock"
   flock 9
 fi
 
+# The core manager's main package moved from the module root to core/ in v1.14.
+CORE_PKG=sigs.k8s.io/cluster-api/core
+[ "$CAPI_MINOR" -ge 14 ] || CORE_PKG=sigs.k8s.io/cluster-api
+TOOL_PACKAGES=("$CORE_PKG" sigs.k8s.io/cluster-api/bootstrap/kubeadm
+  sigs.k8s.io/cluster-api/controlplane/kubeadm sigs.k8s.io/cluster-api/test/infrastructure/docker)
+if [ "$CAPI_VERSION" != "$PINNED" ] || [ "$CAPI_TEST_VERSION" != "$PINNED" ]; then
+  ALT="$TOOLS/capi-module-$CAPI_VERSION-test-$CAPI_TEST_VERSION"
+  if [ ! -s "$ALT/go.sum" ]; then
+    log "resolving Cluster API $CAPI_VERSION (test module $CAPI_TEST_VERSION) from the Go module proxy"
+    tmp="$(mktemp -d "$TOOLS/.capi-module.XXXXXX")"
+    # A fresh module with the same tools: tidy then picks the dependencies that release was
+    # built with (a copy of go.mod would hold it to this release's newer Kubernetes libraries).
+    {
+      echo "module github.com/capi-upgrade-orchestrator/tools/capi"
+      echo "go $(awk '$1 == "go" { print $2; exit }' "$MOD/go.mod")"
+      echo "tool ("
+      for p in "${TOOL_PACKAGES[@]}"; do echo "	$p"; done
+      echo ")"
+      echo "require sigs.k8s.io/cluster-api $CAPI_VERSION"
+      echo "require sigs.k8s.io/cluster-api/test $CAPI_TEST_VERSION"
+      echo "replace sigs.k8s.io/cluster-api => sigs.k8s.io/cluster-api $CAPI_VERSION"
+      echo "replace sigs.k8s.io/cluster-api/test => sigs.k8s.io/cluster-api/test $CAPI_TEST_VERSION"
+      # From v1.14 the API types are a module of their own.
+      if [ "$CAPI_MINOR" -ge 14 ]; then
+        echo "require sigs.k8s.io/cluster-api/api $CAPI_VERSION"
+        echo "replace sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api $CAPI_VERSION"
+      fi
+    } >"$tmp/go.mod"
+    (cd "$tmp" && GOFLAGS='' go mod tidy) || { rm -rf "$tmp"; die "go mod tidy for Cluster API $CAPI_VERSION failed (is that release served by the Go module proxy?)"; }
+    rm -rf "$ALT" && mv "$tmp" "$ALT"
+  fi
+  MOD="$ALT"
+fi
+
 DIR="$TOOLS/cluster-api-$CAPI_VERSION"
+[ "$CAPI_TEST_VERSION" = "$CAPI_VERSION" ] || DIR+="-test-$CAPI_TEST_VERSION"
 # binary name -> package
 declare -A PKG=(
-  [capi-manager]=sigs.k8s.io/cluster-api/core
+  [capi-manager]=$CORE_PKG
   [cabpk-manager]=sigs.k8s.io/cluster-api/bootstrap/kubeadm
   [kcp-manager]=sigs.k8s.io/cluster-api/controlplane/kubeadm
   [capd-manager]=sigs.k8s.io/cluster-api/test/infrastructure/docker
