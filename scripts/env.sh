@@ -154,7 +154,10 @@ _uo_testbed() {
 
 _uo_capi() {
   local out
-  out=$(bash scripts/tools-capi.sh) || { _uo_die "building the Cluster API managers failed"; return 1; }
+  # The release asked for (make test-capi CAPI_VERSION=…), not the test bed's CRD release
+  # that _uo_testbed exported under the same name.
+  out=$(CAPI_VERSION="${_uo_capi_version:-}" bash scripts/tools-capi.sh) ||
+    { _uo_die "building the Cluster API managers failed"; return 1; }
   eval "$out"
 }
 
@@ -169,6 +172,7 @@ _uo_main() {
       *) _uo_die "unknown option $arg (expected --testbed, --capi, --lint, --temporal-production)"; return 1 ;;
     esac
   done
+  _uo_capi_version="${CAPI_VERSION:-}"
   if [ -n "$lint" ]; then _uo_shellcheck || return 1; fi
   _uo_node || return 1
   _uo_deps || return 1

@@ -7,7 +7,7 @@
 #   eval "$(scripts/tools-capi.sh)"       # typical use
 #   scripts/tools-capi.sh test-extension  # instead: only CAPI's test extension (benchmarks)
 #
-# Exported variables: CAPI_VERSION, CAPI_MANAGER_BINARY (core), CABPK_MANAGER_BINARY
+# Exported variables: CAPI_VERSION, CAPI_TEST_VERSION, CAPI_MANAGER_BINARY (core), CABPK_MANAGER_BINARY
 # (kubeadm bootstrap), KCP_MANAGER_BINARY (kubeadm control plane), CAPD_MANAGER_BINARY
 # (Docker provider, used with its in-memory backend), CAPI_MODULE_DIR and
 # CAPI_TEST_MODULE_DIR (module-cache sources of sigs.k8s.io/cluster-api and
@@ -278,6 +278,7 @@ fi
 
 emit "$(
   echo "export CAPI_VERSION=$(q "$CAPI_VERSION")"
+  echo "export CAPI_TEST_VERSION=$(q "$CAPI_TEST_VERSION")"
   echo "export CAPI_MANAGER_BINARY=$(q "$DIR/capi-manager")"
   echo "export CABPK_MANAGER_BINARY=$(q "$DIR/cabpk-manager")"
   echo "export KCP_MANAGER_BINARY=$(q "$DIR/kcp-manager")"
