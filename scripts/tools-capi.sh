@@ -222,7 +222,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   # One go build over all packages compiles the shared dependencies in parallel;
   # the per-binary builds below then only link (two packages are both named kubeadm,
   # so `-o DIR/` cannot name them).
-  "${gob[@]}" "${pkgs[@]}" || die "building Cluster API $CAPI_VERSION failed (see the go output above)"
+  # (With one package, go build would write its binary into tools/capi: the build below does it.)
+  if [ ${#pkgs[@]} -gt 1 ]; then
+    "${gob[@]}" "${pkgs[@]}" || die "building Cluster API $CAPI_VERSION failed (see the go output above)"
+  fi
   for b in "${missing[@]}"; do
     "${gob[@]}" -o "$tmp/$b" "${PKG[$b]}" || die "building $b failed (see the go output above)"
   done
