@@ -229,7 +229,7 @@ EOF
     exec 8>"$lock"
     flock 8
   fi
-  log "creating clusters $mgmt and $wl (logs: $STATE/kwokctl-create-*.log)"
+  log "creating clusters $mgmt${TESTBED_MANAGEMENT_ONLY:+ (management only)}${TESTBED_MANAGEMENT_ONLY:- and $wl} (logs: $STATE/kwokctl-create-*.log)"
   # Management: no nodes or pods, so no scheduler and no kwok controller.
   create_cluster "$mgmt" --disable kube-scheduler,kwok-controller
   [ -n "${TESTBED_MANAGEMENT_ONLY:-}" ] || create_cluster "$wl"
