@@ -30,6 +30,18 @@ ENV MALLOC_ARENA_MAX=2
 # Empty = unversioned workers.
 ARG BUILD_ID=""
 ENV TEMPORAL_WORKER_BUILD_ID=${BUILD_ID}
+# The release (docs/release.md): the processes report it at /version, in their start-up log,
+# as capi_upgrade_build_info and in each upgrade's memo. Unset = package.json's version, -dev.
+#   docker build --build-arg VERSION=v0.2.0 --build-arg BUILD_ID=$(git rev-parse --short HEAD) .
+ARG VERSION=""
+ENV CAPI_UPGRADE_VERSION=${VERSION}
+ARG REVISION=""
+LABEL org.opencontainers.image.title="capi-upgrade-orchestrator" \
+      org.opencontainers.image.description="Cluster API Runtime Extension: cluster upgrades and in-place machine updates as Temporal workflows" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="https://github.com/capi-upgrade-orchestrator/capi-upgrade-orchestrator" \
+      org.opencontainers.image.licenses="Apache-2.0"
 ENV NODE_ENV=production \
     WORKFLOW_BUNDLE_PATH=/app/dist/workflow-bundle.js \
     HOOK_SERVER_PORT=9443

@@ -7,7 +7,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 JEST := node --experimental-vm-modules --no-warnings=ExperimentalWarning node_modules/jest/bin/jest.js
 
-.PHONY: help dev test test-unit test-workflow test-e2e test-integration test-capi test-production lint build bundle bench bench-fleet bench-vs-go bench-machine-updates clean check-fresh
+.PHONY: help dev test release test-unit test-workflow test-e2e test-integration test-capi test-production lint build bundle bench bench-fleet bench-vs-go bench-machine-updates clean check-fresh
 
 help:
 	@echo "make dev        run Temporal dev server + worker + HTTPS hook server (Ctrl-C stops all)"
@@ -15,6 +15,7 @@ help:
 	@echo "make test-unit  the unit tier only (no services)"
 	@echo "make test-capi  the real-CAPI tier only: Cluster API's controllers drive the extension"
 	@echo "make test-production  the production-Temporal tier only: Temporal's services on PostgreSQL, 2 api + 2 worker processes"
+	@echo "make release VERSION=vX.Y.Z [IMAGE=registry/name]  release assets in out/: clusterctl components, metadata.yaml, notes, checksums (docs/release.md)"
 	@echo "make check-fresh  make test from a fresh clone of HEAD with empty tool and Go module caches (as a new machine)"
 	@echo "make bench      hook server latency/throughput benchmark"
 	@echo "make bench-fleet  500 clusters' hooks at 100 req/s against api, worker and Temporal as separate processes (BENCH_ARGS='--clusters 500 --rate 100'; '--profile 10k --temporal production': 10,000 upgrades polled at 1,000 req/s on Temporal's services and PostgreSQL)"
@@ -26,6 +27,10 @@ dev:
 
 test:
 	@source scripts/env.sh --lint --testbed --capi --temporal-production && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
+
+# kubectl's built-in kustomize renders config/release (the test-bed tools provide kubectl).
+release:
+	@source scripts/env.sh --testbed && node scripts/release.ts --version "$(VERSION)" --image "$(IMAGE)" --out out
 
 check-fresh:
 	@bash scripts/check-fresh.sh

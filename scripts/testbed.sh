@@ -16,6 +16,10 @@
 #   TESTBED_CLUSTER_NAME  Cluster API name of the workload cluster (default: workload)
 #   TESTBED_NAMESPACE     namespace of the kubeconfig Secret (default: default)
 #   TESTBED_TIMEOUT       kwokctl create timeout (default: 180s)
+#   TESTBED_MANAGEMENT_ONLY=1  only the management cluster with the CRDs (no workload
+#                         cluster, RBAC or kubeconfig Secret): a bare management cluster
+#                         for tests that install the extension themselves (clusterctl);
+#                         testbed.json then has managementKubeconfig, kubectl and capiVersion
 # kwokctl state (pki, etcd data, logs, pids) lives in <statedir>/kwok (KWOK_WORKDIR),
 # never in ~/.kwok; ~/.kube is not touched. kwokctl logs: <statedir>/kwokctl-*.log.
 set -euo pipefail
@@ -225,18 +229,21 @@ EOF
     exec 8>"$lock"
     flock 8
   fi
-  log "creating clusters $mgmt and $wl (logs: $STATE/kwokctl-create-*.log)"
+  log "creating clusters $mgmt${TESTBED_MANAGEMENT_ONLY:+ (management only)}${TESTBED_MANAGEMENT_ONLY:- and $wl} (logs: $STATE/kwokctl-create-*.log)"
   # Management: no nodes or pods, so no scheduler and no kwok controller.
   create_cluster "$mgmt" --disable kube-scheduler,kwok-controller
-  create_cluster "$wl"
+  [ -n "${TESTBED_MANAGEMENT_ONLY:-}" ] || create_cluster "$wl"
   exec 8>&- # (the kwokctl-started daemons never inherit fd 8, see create_cluster)
 
   # Self-contained kubeconfigs (certificates inlined).
   "$KUBECTL" config view --raw --flatten --minify \
     --kubeconfig "$KWOK_WORKDIR/clusters/$mgmt/kubeconfig.yaml" >"$STATE/management.kubeconfig"
-  "$KUBECTL" config view --raw --flatten --minify \
-    --kubeconfig "$KWOK_WORKDIR/clusters/$wl/kubeconfig.yaml" >"$STATE/workload.kubeconfig"
-  chmod 600 "$STATE/management.kubeconfig" "$STATE/workload.kubeconfig"
+  chmod 600 "$STATE/management.kubeconfig"
+  if [ -z "${TESTBED_MANAGEMENT_ONLY:-}" ]; then
+    "$KUBECTL" config view --raw --flatten --minify \
+      --kubeconfig "$KWOK_WORKDIR/clusters/$wl/kubeconfig.yaml" >"$STATE/workload.kubeconfig"
+    chmod 600 "$STATE/workload.kubeconfig"
+  fi
   local km=("$KUBECTL" --kubeconfig "$STATE/management.kubeconfig")
 
   check_loopback
@@ -247,6 +254,20 @@ EOF
     -f "$ROOT/config/crd/nodeupgraderequests.yaml" >/dev/null
   "${km[@]}" wait --for condition=Established --timeout 60s crd --all >/dev/null
   log "Cluster API $CAPI_VERSION, cert-manager and ServiceMonitor CRDs established in $(( $(date +%s) - t ))s"
+
+  if [ -n "${TESTBED_MANAGEMENT_ONLY:-}" ]; then
+    cat >"$STATE/testbed.json.tmp" <<EOF
+{
+  "managementKubeconfig": $(json_str "$STATE/management.kubeconfig"),
+  "kubectl": $(json_str "$KUBECTL"),
+  "capiVersion": $(json_str "$CAPI_VERSION")
+}
+EOF
+    mv "$STATE/testbed.json.tmp" "$STATE/testbed.json"
+    trap - EXIT INT TERM
+    log "management-only test bed up in $(( $(date +%s) - start ))s: $STATE/testbed.json"
+    return 0
+  fi
 
   # The extension's least-privilege identities (config/rbac, config/workload): the
   # integration tier runs the activities with these tokens, never as admin.

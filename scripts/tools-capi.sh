@@ -9,7 +9,8 @@
 #
 # Exported variables: CAPI_VERSION, CAPI_TEST_VERSION, CAPI_MANAGER_BINARY (core), CABPK_MANAGER_BINARY
 # (kubeadm bootstrap), KCP_MANAGER_BINARY (kubeadm control plane), CAPD_MANAGER_BINARY
-# (Docker provider, used with its in-memory backend), CAPI_MODULE_DIR and
+# (Docker provider, used with its in-memory backend), CLUSTERCTL_BINARY (clusterctl at
+# the same release: the release test installs the extension with it), CAPI_MODULE_DIR and
 # CAPI_TEST_MODULE_DIR (module-cache sources of sigs.k8s.io/cluster-api and
 # sigs.k8s.io/cluster-api/test at CAPI_VERSION: CRDs, webhook manifests, templates).
 #
@@ -134,7 +135,9 @@ declare -A PKG=(
   [cabpk-manager]=sigs.k8s.io/cluster-api/bootstrap/kubeadm
   [kcp-manager]=sigs.k8s.io/cluster-api/controlplane/kubeadm
   [capd-manager]=sigs.k8s.io/cluster-api/test/infrastructure/docker
+  [clusterctl]=sigs.k8s.io/cluster-api/cmd/clusterctl
 )
+BINARIES=(capi-manager cabpk-manager kcp-manager capd-manager clusterctl)
 
 # Module directories as the build resolves them (downloads when missing).
 MODULES=(sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test sigs.k8s.io/controller-runtime)
@@ -242,12 +245,12 @@ if [ "$MODE" = test-extension ]; then
 fi
 
 missing=()
-for b in capi-manager cabpk-manager kcp-manager capd-manager; do
+for b in "${BINARIES[@]}"; do
   [ -x "$DIR/$b" ] || missing+=("$b")
 done
 if [ ${#missing[@]} -eq 0 ] && [ "$(cat "$DIR/.build-rev" 2>/dev/null || true)" != "$BUILD_REV" ]; then
   log "cached managers in $DIR are from another build revision: rebuilding"
-  missing=(capi-manager cabpk-manager kcp-manager capd-manager)
+  missing=("${BINARIES[@]}")
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then
@@ -266,7 +269,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   # One go build over all packages compiles the shared dependencies in parallel;
   # the per-binary builds below then only link (two packages are both named kubeadm,
   # so `-o DIR/` cannot name them).
-  "${gob[@]}" "${pkgs[@]}" || die "building Cluster API $CAPI_VERSION failed (see the go output above)"
+  # (With one package, go build would write its binary into tools/capi: the build below does it.)
+  if [ ${#pkgs[@]} -gt 1 ]; then
+    "${gob[@]}" "${pkgs[@]}" || die "building Cluster API $CAPI_VERSION failed (see the go output above)"
+  fi
   for b in "${missing[@]}"; do
     "${gob[@]}" -o "$tmp/$b" "${PKG[$b]}" || die "building $b failed (see the go output above)"
   done
@@ -283,6 +289,7 @@ emit "$(
   echo "export CABPK_MANAGER_BINARY=$(q "$DIR/cabpk-manager")"
   echo "export KCP_MANAGER_BINARY=$(q "$DIR/kcp-manager")"
   echo "export CAPD_MANAGER_BINARY=$(q "$DIR/capd-manager")"
+  echo "export CLUSTERCTL_BINARY=$(q "$DIR/clusterctl")"
   echo "export CAPI_MODULE_DIR=$(q "$CAPI_DIR")"
   echo "export CAPI_TEST_MODULE_DIR=$(q "$CAPI_TEST_DIR")"
 )"

@@ -40,6 +40,8 @@ import { ensureSearchAttributes } from './temporal-setup.ts';
 import { WorkerHost } from './worker-host.ts';
 import { createWorker } from './worker.ts';
 import { waitForDrain } from './ops/worker-deployment.ts';
+import { buildInfoGauge } from './ops/metrics.ts';
+import { buildInfo } from './version.ts';
 
 export interface Running {
   hookServer?: HookServer;
@@ -53,6 +55,13 @@ export interface Running {
 const RECORDER_FLUSH_MS = 5_000;
 
 export async function run(config: AppConfig, log: Logger = createLogger(config.logLevel)): Promise<Running> {
+  // Which build this is, before anything else (a malformed CAPI_UPGRADE_VERSION stops here, naming it).
+  const build = { ...buildInfo(), role: config.role };
+  log.info(
+    { version: build.version, role: build.role, buildId: build.buildId, node: build.node },
+    `capi-upgrade-orchestrator ${build.version} starting (role ${build.role})`,
+  );
+  buildInfoGauge.set({ version: build.version, role: build.role, build_id: build.buildId, node: build.node }, 1);
   let hookServer: HookServer | undefined;
   let workers: WorkerHost | undefined;
   // Unreadable or invalid credential files stop the start here, naming the setting.
@@ -102,6 +111,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
   // First, so the kubelet's probes are answered (not ready yet) while the rest starts.
   const opsServer = await startOpsServer({
     ...config.ops,
+    build,
     live: workerRole ? [workerCheck('live')] : [],
     ready: [
       ...(apiRole
@@ -118,6 +128,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
         taskQueue: config.temporal.taskQueue,
         checks,
         recorder,
+        version: build.version,
         log,
         views: { maxListsPerSecond: config.temporal.visibilityListsPerSecond },
       })

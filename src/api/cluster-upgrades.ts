@@ -47,6 +47,7 @@ import {
   UpgradePhase,
 } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
+import { buildInfo } from '../version.ts';
 import { BackgroundRecorder } from './background-recorder.ts';
 import type { Cluster } from './contract.ts';
 import { HookFailure } from './errors.ts';
@@ -64,6 +65,11 @@ export interface ClusterUpgradeBackendOptions {
   taskQueue: string;
   /** Checked against the management cluster before anything starts or is signalled (or explicitly off). */
   checks: RequestChecks;
+  /**
+   * The build that starts each run, kept in its start memo (`build`): a start field, not a
+   * workflow command, so the AUTO_UPGRADE workflow needs no patch (default: src/version.ts).
+   */
+  version?: string;
   /** Where BeforeClusterCreate / AfterControlPlaneInitialized are recorded (default: one of our own). */
   recorder?: BackgroundRecorder;
   /** Tuning of the per-process answer cache (tests); main.ts closes it through `views`. */
@@ -150,10 +156,14 @@ function hookCallOf(
 /** How long a sent policy signal is remembered: well past the time a kept answer or a List can lag. */
 const POLICY_SIGNAL_MEMORY_MS = 30_000;
 
+/** The start memo field naming the build (version) of the api that started the run. */
+export const BUILD_MEMO_KEY = 'build';
+
 export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions): ClusterUpgradeHandlers {
   const { client, taskQueue, checks } = opts;
   const log = opts.log ?? { warn: () => {}, error: () => {} };
   const recorder = opts.recorder ?? new BackgroundRecorder({ log });
+  const version = opts.version ?? buildInfo().version;
 
   const views = new UpgradeViews({
     describe: describeUpgradeRun(client),
@@ -195,6 +205,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       args: [input],
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: replacing ? 'ALLOW_DUPLICATE' : 'REJECT_DUPLICATE',
+      memo: { [BUILD_MEMO_KEY]: version },
       typedSearchAttributes: [
         { key: ClusterNamespace, value: cluster.namespace },
         { key: ClusterName, value: cluster.name },

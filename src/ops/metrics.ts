@@ -49,6 +49,14 @@ export const temporalRequestDuration = new Histogram({
   registers: [registry],
 });
 
+/** Always 1: the labels say which build runs (src/version.ts), as Prometheus' own `*_build_info` do. */
+export const buildInfoGauge = new Gauge({
+  name: 'capi_upgrade_build_info',
+  help: "Always 1, labelled with the running build: version (the image's CAPI_UPGRADE_VERSION, or package.json's with -dev), role, build_id (Worker Versioning), node (Node.js).",
+  labelNames: ['version', 'role', 'build_id', 'node'] as const,
+  registers: [registry],
+});
+
 export const temporalReachable = new Gauge({
   name: 'capi_upgrade_temporal_reachable',
   help: '1 when the last probe of the Temporal frontend (GetSystemInfo, every 10 s) answered, else 0.',

@@ -8,8 +8,10 @@
 //            fail readiness: the api must keep answering "retry later" while
 //            Temporal is down, and a Service without endpoints would not.
 //   /metrics Prometheus text format.
+//   /version the build (src/version.ts) and role of this process, as JSON.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { BuildInfo } from '../version.ts';
 import { registry } from './metrics.ts';
 
 export interface HealthCheck {
@@ -25,6 +27,8 @@ export interface OpsServerOptions {
   port: number;
   live: HealthCheck[];
   ready: HealthCheck[];
+  /** What /version answers (404 without). */
+  build?: BuildInfo & { role: string };
 }
 
 export interface OpsServer {
@@ -61,6 +65,11 @@ export async function startOpsServer(opts: OpsServerOptions): Promise<OpsServer>
       res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' }).end(body);
       return;
     }
+    if (path === '/version' && opts.build) {
+      const { version, role, buildId, node } = opts.build;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ version, role, buildId, node }));
+      return;
+    }
     if (path === '/metrics') {
       registry.metrics().then(
         (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
@@ -69,7 +78,9 @@ export async function startOpsServer(opts: OpsServerOptions): Promise<OpsServer>
       );
       return;
     }
-    res.writeHead(404, { 'content-type': 'text/plain' }).end(`no such path: ${path}; try /livez, /readyz, /metrics\n`);
+    res
+      .writeHead(404, { 'content-type': 'text/plain' })
+      .end(`no such path: ${path}; try /livez, /readyz, /metrics, /version\n`);
   });
   // Probes are tiny and frequent: don't let idle keep-alive sockets pile up.
   server.keepAliveTimeout = 5_000;

@@ -5,12 +5,17 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { HOOKS_API_VERSION } from '../../src/api/contract.ts';
 import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
+import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
 import { callHook } from '../support/capi-client.ts';
-import { sampleRequest } from '../../support/capi-fixtures.ts';
+import { cluster, sampleRequest } from '../../support/capi-fixtures.ts';
 import { testPki } from '../support/pki.ts';
 import { freePorts, startExtensionProcess, type ExtensionProcess } from '../support/extension-process.ts';
 import { requireEnv } from '../support/services.ts';
+import { testClient } from '../support/temporal.ts';
 import { waitFor } from '../support/wait.ts';
+
+/** As the image stamps it (Dockerfile: ARG VERSION → ENV CAPI_UPGRADE_VERSION). */
+const VERSION = 'v9.8.7-e2e';
 
 describe('the extension process', () => {
   let proc: ExtensionProcess;
@@ -29,6 +34,7 @@ describe('the extension process', () => {
       TEMPORAL_TASK_QUEUE: `proc-${randomUUID()}`,
       TEMPORAL_SDK_METRICS_ADDRESS: `127.0.0.1:${sdkPort}`,
       LOG_LEVEL: 'info',
+      CAPI_UPGRADE_VERSION: VERSION,
     });
     url = proc.hookUrl;
     ops = proc.opsUrl;
@@ -135,6 +141,41 @@ describe('the extension process', () => {
 
     const sdk = await (await fetch(sdkMetrics)).text();
     expect(sdk).toMatch(/temporal_worker_task_slots_available|temporal_num_pollers/);
+  });
+
+  it('says which build it is: /version, the start-up log, capi_upgrade_build_info and each upgrade it starts', async () => {
+    const version = await fetch(`${ops}/version`);
+    expect(version.status).toBe(200);
+    const node = process.version;
+    expect(await version.json()).toEqual({ version: VERSION, role: 'all', buildId: '', node });
+    const metrics = await (await fetch(`${ops}/metrics`)).text();
+    expect(metrics).toContain(`capi_upgrade_build_info{version="${VERSION}",role="all",build_id="",node="${node}"} 1`);
+    const started = output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { msg?: string; version?: string })
+      .find((l) => l.msg?.startsWith('capi-upgrade-orchestrator '));
+    expect(started).toMatchObject({
+      msg: `capi-upgrade-orchestrator ${VERSION} starting (role all)`,
+      version: VERSION,
+    });
+
+    // The run says which build started it: a start memo field (no workflow command, so no patch).
+    const own = cluster(`build-${randomUUID().slice(0, 8)}`);
+    const gate = await callHook(
+      url,
+      '/hooks.runtime.cluster.x-k8s.io/v1alpha1/beforeclusterupgrade/before-cluster-upgrade',
+      { ...sampleRequest('BeforeClusterUpgrade'), cluster: own },
+      { ca: testPki().ca.certPem, timeout: '10s' },
+    );
+    expect(gate.body).toMatchObject({ status: 'Success' });
+    const { client, close } = await testClient();
+    try {
+      const run = client.workflow.getHandle(clusterUpgradeWorkflowId({ ...own.metadata }));
+      expect((await run.describe()).memo?.['build']).toBe(VERSION);
+    } finally {
+      await close();
+    }
   });
 
   it('stops cleanly on SIGTERM', async () => {
