@@ -97,10 +97,12 @@ fi
 CORE_PKG=sigs.k8s.io/cluster-api/core
 [ "$CAPI_MINOR" -ge 14 ] || CORE_PKG=sigs.k8s.io/cluster-api
 TOOL_PACKAGES=("$CORE_PKG" sigs.k8s.io/cluster-api/bootstrap/kubeadm
-  sigs.k8s.io/cluster-api/controlplane/kubeadm sigs.k8s.io/cluster-api/test/infrastructure/docker)
+  sigs.k8s.io/cluster-api/controlplane/kubeadm sigs.k8s.io/cluster-api/test/infrastructure/docker
+  sigs.k8s.io/cluster-api/cmd/clusterctl)
 if [ "$CAPI_VERSION" != "$PINNED" ] || [ "$CAPI_TEST_VERSION" != "$PINNED" ]; then
   ALT="$TOOLS/capi-module-$CAPI_VERSION-test-$CAPI_TEST_VERSION"
-  if [ ! -s "$ALT/go.sum" ]; then
+  # Tidied again when the list of tools changed.
+  if [ ! -s "$ALT/go.sum" ] || [ "$(cat "$ALT/.tools" 2>/dev/null || true)" != "${TOOL_PACKAGES[*]}" ]; then
     log "resolving Cluster API $CAPI_VERSION (test module $CAPI_TEST_VERSION) from the Go module proxy"
     tmp="$(mktemp -d "$TOOLS/.capi-module.XXXXXX")"
     # A fresh module with the same tools: tidy then picks the dependencies that release was
@@ -122,6 +124,7 @@ if [ "$CAPI_VERSION" != "$PINNED" ] || [ "$CAPI_TEST_VERSION" != "$PINNED" ]; th
       fi
     } >"$tmp/go.mod"
     (cd "$tmp" && GOFLAGS='' go mod tidy) || { rm -rf "$tmp"; die "go mod tidy for Cluster API $CAPI_VERSION failed (is that release served by the Go module proxy?)"; }
+    printf '%s\n' "${TOOL_PACKAGES[*]}" >"$tmp/.tools"
     rm -rf "$ALT" && mv "$tmp" "$ALT"
   fi
   MOD="$ALT"
