@@ -13,7 +13,7 @@ help:
 	@echo "make dev        run Temporal dev server + worker + HTTPS hook server (Ctrl-C stops all)"
 	@echo "make test       lint, typecheck and every test tier (starts and stops what the tests need)"
 	@echo "make test-unit  the unit tier only (no services)"
-	@echo "make test-capi  the real-CAPI tier only: Cluster API's controllers drive the extension"
+	@echo "make test-capi  the real-CAPI tier only: Cluster API's controllers drive the extension (CAPI_VERSION=v1.13.6 CAPI_TEST_VERSION=v1.13.7: another release, docs/compatibility.md)"
 	@echo "make test-production  the production-Temporal tier only: Temporal's services on PostgreSQL, 2 api + 2 worker processes"
 	@echo "make release VERSION=vX.Y.Z [IMAGE=registry/name]  release assets in out/: clusterctl components, metadata.yaml, notes, checksums (docs/release.md)"
 	@echo "make check-fresh  make test from a fresh clone of HEAD with empty tool and Go module caches (as a new machine)"
