@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { ApplicationFailure } from '@temporalio/common';
 import type { DeprecatedApiUse } from '../../src/domain/deprecated-apis.ts';
 import type { ClusterUpgradeMemo, ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
+import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { beforeClusterUpgrade, startUpgradeHarness, type UpgradeHarness } from '../support/upgrade-harness.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -100,6 +101,7 @@ describe('removed-API gate and gate overrides', () => {
       (a) => a.status === 'Success' && a.retryAfterSeconds === 0,
     );
     expect((await status()).removedApis?.result).toBe('passed');
+    await recordHistoryIfAsked(h.client, h.workflowId, 'cluster-upgrade-removed-apis-unreadable-then-retried');
   });
 
   it('an override with a reason lets removed-apis and the maintenance window through, and records it', async () => {
@@ -131,6 +133,7 @@ describe('removed-API gate and gate overrides', () => {
       ['Warning', `BeforeClusterUpgrade v1.33.0: gate maintenance-window overridden (${P}override-gates): ${reason}`],
       ['Warning', `BeforeClusterUpgrade v1.33.0: gate removed-apis overridden (${P}override-gates): ${reason}`],
     ]);
+    await recordHistoryIfAsked(h.client, h.workflowId, 'cluster-upgrade-gates-overridden');
   });
 
   it('a bad override is a Failure naming the annotation, and starts nothing', async () => {
