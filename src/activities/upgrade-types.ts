@@ -1,6 +1,7 @@
 // The contract between the cluster upgrade workflow and its activities
 // (implemented in upgrade.ts against the management and workload clusters).
 import type { HealthCriteria, HealthReport, HealthScope } from '../domain/cluster-health.ts';
+import type { DeprecatedApiScan } from '../domain/deprecated-apis.ts';
 import type { ClusterRef, ReservedCapacity } from '../model/cluster-upgrade.ts';
 
 export type { HealthReport, HealthScope };
@@ -31,7 +32,9 @@ export type ClusterEventReason =
   | 'UpgradeStepOpened'
   | 'UpgradeFailed'
   | 'UpgradeAborted'
-  | 'UpgradeCompleted';
+  | 'UpgradeCompleted'
+  | 'UpgradeGateOverridden'
+  | 'UpgradeGateWarning';
 
 export interface ClusterEventInput {
   cluster: ClusterRef;
@@ -50,6 +53,8 @@ export interface UpgradeActivities {
   checkReservedCapacity(input: { cluster: ClusterRef }): Promise<CapacityReadiness>;
   /** Undoes reserveCapacity from what it recorded (idempotent; a no-op when nothing is reserved). */
   releaseCapacity(input: { cluster: ClusterRef }): Promise<ReservedCapacity[]>;
+  /** The workload kube-apiserver's apiserver_requested_deprecated_apis samples (activities/deprecated-apis.ts). */
+  checkDeprecatedApis(input: { cluster: ClusterRef }): Promise<DeprecatedApiScan>;
   /** A Kubernetes Event on the Cluster (best effort: the workflow never fails on it). */
   recordClusterEvent(input: ClusterEventInput): Promise<void>;
 }

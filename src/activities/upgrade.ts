@@ -6,6 +6,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { createCapacityActivities } from './capacity.ts';
 import { createClusterEventActivities } from './cluster-events.ts';
 import { createClusterHealthActivities } from './cluster-health.ts';
+import { createDeprecatedApiActivities } from './deprecated-apis.ts';
 import type { NotifierOptions } from './notifications.ts';
 import type { UpgradeActivities } from './upgrade-types.ts';
 
@@ -20,6 +21,7 @@ export function createUpgradeActivities(deps: UpgradeActivityDeps): UpgradeActiv
   return {
     ...createClusterEventActivities(deps.management, deps.notifications),
     ...createClusterHealthActivities(deps.management),
+    ...createDeprecatedApiActivities(deps.management),
     ...createCapacityActivities(deps.management),
   };
 }

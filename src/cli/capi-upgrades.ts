@@ -17,6 +17,7 @@ import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { ConfigError, parseConfig } from '../config/index.ts';
 import type { UpgradePhase } from '../model/cluster-upgrade.ts';
+import { holdLines } from './held.ts';
 import { table } from './table.ts';
 import { complete, completionScript } from './completion.ts';
 import { machineTally, rolloutProgress, upgradeProgress } from './progress.ts';
@@ -94,6 +95,7 @@ function statusText(r: UpgradeReport): string {
   if (schedule?.freeze)
     out.push(`freeze:    "${schedule.freeze.reason}" (${schedule.freeze.from} to ${schedule.freeze.to})`);
   if (schedule?.nextWindowOpens) out.push(`calendar:  next opens ${schedule.nextWindowOpens}`);
+  out.push(...holdLines(r));
   out.push(`workflow:  ${r.run.workflowId} (run ${r.run.runId}, ${r.run.status})`);
   if (!r.status) out.push('(no worker answered the status query: showing the memo)');
   const gates = r.status?.gates ?? r.memo?.gates ?? {};

@@ -25,6 +25,7 @@ import {
   UpgradePhase as PhaseKey,
 } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
+import { machineUpdateHold } from './held.ts';
 
 export interface ClusterKey {
   namespace: string;
@@ -110,6 +111,8 @@ export interface MachineUpdateRow {
   phase: string;
   status: string;
   message?: string;
+  /** The machine update's gate that holds it now (blocking pods, post-update delay). */
+  held?: string;
   workflowId: string;
 }
 
@@ -149,11 +152,13 @@ export async function upgradeStatus(client: Client, cluster: ClusterKey): Promis
     } catch {
       // No worker: the search attribute still says the phase.
     }
+    const held = machineUpdateHold(state);
     machineUpdates.push({
       machine: `${cluster.namespace}/${wf.typedSearchAttributes.get(MachineName) ?? '?'}`,
       phase: state?.phase ?? wf.typedSearchAttributes.get(PhaseKey) ?? '',
       status: wf.status.name,
       ...(state?.message ? { message: state.message } : {}),
+      ...(held ? { held } : {}),
       workflowId: wf.workflowId,
     });
   }

@@ -13,6 +13,7 @@ import {
 import { FleetRollout } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
 import { UsageError } from './operations.ts';
+import { rolloutHoldLines } from './held.ts';
 import { table } from './table.ts';
 
 export const ROLLOUT_USAGE = `  rollout start <name> --selector SEL --version V --waves 1,10%,100%
@@ -179,6 +180,7 @@ export function rolloutText(s: FleetRolloutStatus): string {
     `rollout:   ${s.name} → ${s.targetVersion}`,
     `phase:     ${s.phase}`,
     `now:       ${s.message}`,
+    ...rolloutHoldLines(s),
     '',
     table(
       s.waves.map((w) => ({

@@ -33,6 +33,7 @@ export const policyKeys = {
   criticalNamespaces: key('criticalNamespaces', 'critical-namespaces'),
   blockingPdbPolicy: key('blockingPdbPolicy', 'blocking-pdb-policy'),
   healthCheckTimeout: key('healthCheckTimeout', 'health-check-timeout'),
+  removedApiPolicy: key('removedApiPolicy', 'removed-api-policy'),
 } as const;
 
 export interface PolicySources {

@@ -5,6 +5,7 @@
 import { canonicalJson, fnv1a64 } from './canonical-json.ts';
 import { parseGoDuration } from './durations.ts';
 import { parseFreezes, parseTimeZone, parseWindows, windowsText } from './calendar.ts';
+import { parseGateOverride } from './gate-overrides.ts';
 import { lookupPolicy, policyKeys, type PolicyKey, type PolicySources } from './policy-keys.ts';
 import type { UpgradePolicy } from '../model/cluster-upgrade.ts';
 
@@ -100,6 +101,13 @@ export function resolveUpgradePolicy(sources: PolicySources): UpgradePolicyResul
     if (pdbPolicy !== undefined) policy.blockingPdbPolicy = pdbPolicy;
     const hc = read(policyKeys.healthCheckTimeout, duration(false));
     if (hc !== undefined) policy.healthCheckTimeoutMs = hc;
+    const removedApis = read(policyKeys.removedApiPolicy, (v) =>
+      v === 'fail' || v === 'warn' || v === 'off' ? v : problem('expected fail, warn or off'),
+    );
+    if (removedApis !== undefined) policy.removedApiPolicy = removedApis;
+    const override = parseGateOverride(sources.annotations);
+    if (!override.ok) throw new PolicyError(override.message);
+    if (override.value) policy.gateOverride = override.value;
   } catch (err) {
     if (err instanceof PolicyError) return { ok: false, message: err.message };
     throw err;

@@ -36,7 +36,20 @@ export interface UpgradePolicy {
   blockingPdbPolicy: 'fail' | 'warn';
   /** How long post-step health checks wait for nodes to report Ready at the new version. */
   healthCheckTimeoutMs: number;
+  /** The removed-API gate (domain/deprecated-apis.ts); unset = DEFAULT_REMOVED_API_POLICY. */
+  removedApiPolicy?: RemovedApiPolicy;
+  /** Gates overridden for this cluster, and why (annotations override-gates / override-reason). */
+  gateOverride?: { gates: ('alerts' | 'maintenance-window' | 'removed-apis')[]; reason: string };
 }
+
+export type RemovedApiPolicy = 'fail' | 'warn' | 'off';
+
+/**
+ * `warn`: the metric is sticky (a request long ago counts until the API server restarts) and
+ * reading it needs `get /metrics`, which scoped identities may lack; failing upgrades that ran
+ * before on either would be a surprise. `fail` is one setting away.
+ */
+export const DEFAULT_REMOVED_API_POLICY: RemovedApiPolicy = 'warn';
 
 export interface ClusterRef {
   namespace: string;
@@ -201,6 +214,25 @@ export interface ClusterUpgradeStatus {
   waits?: Record<string, { since: string; delayMs: number }>;
   /** What holds the start or a step's start by the calendar (policy maintenance*, delayedAfter), while it holds. */
   schedule?: UpgradeSchedule;
+  /** The removed-API gate's last verdict (checked before the control plane moves). */
+  removedApis?: RemovedApiVerdict;
+  /** Gates an override let through, each once per gate and step (newest last). */
+  overrides?: GateOverrideRecord[];
+}
+
+export interface RemovedApiVerdict {
+  policy: RemovedApiPolicy;
+  /** passed: nothing the chain removes; held: policy fail; warned: policy warn; overridden; unreadable: /metrics could not be read. */
+  result: 'passed' | 'held' | 'warned' | 'overridden' | 'unreadable';
+  message: string;
+}
+
+export interface GateOverrideRecord {
+  gate: string;
+  reason: string;
+  /** `hook version` of the step it let through. */
+  step: string;
+  at: string;
 }
 
 /** The `status` query's view of the calendar gates (docs/configuration.md). */
@@ -225,6 +257,8 @@ export interface ClusterUpgradeMemo {
   delayed?: string;
   policyHash?: string;
   gates: Record<string, Gate>;
+  /** Gates overridden so far, `<gate>: <reason>` (set once one was). */
+  overrides?: string[];
 }
 
 export const CLUSTER_UPGRADE_MEMO_KEY = 'upgrade';

@@ -91,6 +91,7 @@ interface PolicyRule {
   resources?: string[];
   verbs: string[];
   resourceNames?: string[];
+  nonResourceURLs?: string[];
 }
 
 interface RbacObject {
@@ -162,6 +163,8 @@ function grantedPermissions(bindings: ShippedBinding[]): Set<string> {
     for (const apiGroup of rule.apiGroups ?? [''])
       for (const resource of rule.resources ?? [])
         for (const verb of rule.verbs) granted.add(permission(apiGroup, resource, verb));
+    for (const url of rule.nonResourceURLs ?? [])
+      for (const verb of rule.verbs) granted.add(`non-resource ${url} ${verb}`);
   }
   return granted;
 }
@@ -539,11 +542,13 @@ async function tourClusterEvent(): Promise<void> {
   expect(events.items.map((e) => [e.involvedObject.name, e.reason])).toEqual([[CLUSTER, 'UpgradeStarted']]);
 }
 
-/** worker: secrets get (the kubeconfig), machines list; workload: nodes, poddisruptionbudgets and pods list. */
+/** worker: secrets get (the kubeconfig), machines list; workload: nodes, poddisruptionbudgets and pods list, /metrics get. */
 async function tourClusterHealth(): Promise<void> {
   expect(
     await upgrade.checkClusterHealth({ cluster, scope: 'pre', criticalNamespaces: [g], blockingPdbPolicy: 'warn' }),
   ).toEqual({ healthy: true, summary: '2 of 2 nodes Ready; 1 of 1 critical pods Ready', findings: [], warnings: [] });
+  // The removed-API gate: workload non-resource /metrics get.
+  expect((await upgrade.checkDeprecatedApis({ cluster })).malformed).toBe(0);
 }
 
 /** worker: machines get, clusters get, events create; workload: nodes get/list/patch, nodes/status patch. */

@@ -17,6 +17,7 @@ import type {
   HealthReport,
   UpgradeActivities,
 } from '../../src/activities/upgrade-types.ts';
+import type { DeprecatedApiScan } from '../../src/domain/deprecated-apis.ts';
 import { clusterUpgradeWorkflowId, type ClusterRef, type ReservedCapacity } from '../../src/model/cluster-upgrade.ts';
 import { expect } from '@jest/globals';
 import { callHook } from './capi-client.ts';
@@ -31,6 +32,8 @@ export interface StubUpgradeActivities extends UpgradeActivities {
   capacity: () => CapacityReadiness;
   /** Runs as each Cluster event is recorded (replace to make recording slow or fail). */
   event: (input: ClusterEventInput) => void | Promise<void>;
+  /** What the workload API server's deprecated-API metric says (replace to request removed APIs, or throw). */
+  deprecatedApis: () => DeprecatedApiScan | Promise<DeprecatedApiScan>;
   calls: {
     health: HealthCheckInput[];
     reserve: number;
@@ -39,6 +42,7 @@ export interface StubUpgradeActivities extends UpgradeActivities {
     cancelled: number;
     /** Events recorded on the Cluster, in order. */
     events: ClusterEventInput[];
+    deprecatedApis: number;
   };
 }
 
@@ -69,6 +73,7 @@ export function stubUpgradeActivities(): StubUpgradeActivities {
     capacity: 0,
     cancelled: 0,
     events: [] as ClusterEventInput[],
+    deprecatedApis: 0,
   };
   let reserved: ReservedCapacity[] = [];
   const stub: StubUpgradeActivities = {
@@ -76,6 +81,11 @@ export function stubUpgradeActivities(): StubUpgradeActivities {
     health: healthy,
     capacity: () => ({ ready: true, pending: [] }),
     event: () => {},
+    deprecatedApis: () => ({ uses: [], malformed: 0, dropped: 0 }),
+    async checkDeprecatedApis() {
+      calls.deprecatedApis++;
+      return await stub.deprecatedApis();
+    },
     async checkClusterHealth(input) {
       calls.health.push(input);
       try {

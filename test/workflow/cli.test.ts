@@ -86,6 +86,44 @@ describe('capi-upgrades', () => {
     expect(history.map((r) => r.workflowId)).toEqual([h.workflowId]);
   });
 
+  it('status names the gate that holds: the maintenance window, then removed-apis, and the override', async () => {
+    const P = 'upgrades.capi-orchestrator.io/';
+    const day = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'][(new Date().getUTCDay() + 3) % 7] ?? 'Sun';
+    const flowschemas = {
+      group: 'flowcontrol.apiserver.k8s.io',
+      version: 'v1beta3',
+      resource: 'flowschemas',
+      subresource: '',
+      removedRelease: '1.32',
+    };
+    h.activities.deprecatedApis = () => ({ uses: [flowschemas], malformed: 0, dropped: 0 });
+    const annotations: Record<string, string> = {
+      [`${P}maintenance-window`]: `${day} 02:00 1h`,
+      [`${P}removed-api-policy`]: 'fail',
+    };
+    await waitFor(
+      () => h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations }),
+      (a) => a.message?.includes('waiting for the maintenance window') ?? false,
+    );
+    expect((await cli('status', key)).stdout).toMatch(/^held by: {3}maintenance-window: closed; next opening \S+Z$/m);
+
+    annotations[`${P}override-gates`] = 'maintenance-window';
+    annotations[`${P}override-reason`] = 'security fix CHG-7';
+    await waitFor(
+      () => h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations }),
+      (a) => a.status === 'Failure',
+    );
+    const shown = (await cli('status', key)).stdout;
+    expect(shown).toContain(
+      'held by:   removed-apis: clients of the workload cluster requested APIs the upgrade to v1.33.0 removes: ' +
+        'flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32, reached at v1.32.13)\n',
+    );
+    expect(shown).toMatch(
+      /^override: {2}maintenance-window at BeforeClusterUpgrade v1\.33\.0 \(\S+\): security fix CHG-7$/m,
+    );
+    expect(shown).not.toContain('held by:   maintenance-window');
+  });
+
   it('says what is wrong with a bad argument or an unknown cluster, exit code 2', async () => {
     expect(await cli('status', 'not-a-key')).toMatchObject({
       code: 2,

@@ -8,7 +8,8 @@ import { patched } from '@temporalio/workflow';
 import { calendarState, parseWindows, zonedIso, type MaintenanceCalendar } from '../../domain/calendar.ts';
 import { formatDuration } from '../../domain/durations.ts';
 import { parseMaintenanceWindow, windowState } from '../../domain/maintenance-window.ts';
-import type { UpgradePolicy } from '../../model/cluster-upgrade.ts';
+import type { HookCall, UpgradePolicy } from '../../model/cluster-upgrade.ts';
+import { overridden } from './gates.ts';
 import { iso, type UpgradeState } from './state.ts';
 
 export const CALENDAR_PATCH = 'maintenance-calendar';
@@ -42,9 +43,15 @@ function calendarOf(policy: UpgradePolicy): MaintenanceCalendar | undefined {
 }
 
 /** Whether the maintenance calendar holds a step starting now, and until when; records it in the status. */
-export function maintenanceHold(s: UpgradeState, now: number): Hold | undefined {
+export function maintenanceHold(
+  s: UpgradeState,
+  now: number,
+  call: Pick<HookCall, 'hook' | 'version'>,
+): Hold | undefined {
   const policy = s.status.policy;
-  const hold = legacy(policy) || !patched(CALENDAR_PATCH) ? legacyHold(policy, now) : calendarHold(policy, now);
+  let hold = legacy(policy) || !patched(CALENDAR_PATCH) ? legacyHold(policy, now) : calendarHold(policy, now);
+  // Overridden (annotation override-gates): the step starts now, the override recorded.
+  if (hold && overridden(s, 'maintenance-window', call) !== undefined) hold = undefined;
   const schedule = s.status.schedule;
   if (schedule) {
     delete schedule.nextWindowOpens;

@@ -2,7 +2,14 @@
 // outside sees (memo, search attributes, the status query), the gates CAPI's
 // hooks answer from, and the reactions to signals and updates. Steps live in
 // steps.ts; the loop that runs them in workflow.ts.
-import { CancellationScope, condition, upsertMemo, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  condition,
+  log,
+  upsertMemo,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { ClusterEventInput, ClusterEventReason } from '../../activities/upgrade-types.ts';
 import {
   abortedMessage,
@@ -102,6 +109,7 @@ export class UpgradeState {
       ...(s.schedule?.delayedSince ? { delayed: s.schedule.delayedSince } : {}),
       ...(s.policyHash ? { policyHash: s.policyHash } : {}),
       gates: s.gates,
+      ...(s.overrides?.length ? { overrides: s.overrides.map((o) => `${o.gate}: ${o.reason}`) } : {}),
     };
     const text = JSON.stringify(memo);
     // Only real changes reach history: polling must not grow it.
@@ -199,6 +207,30 @@ export class UpgradeState {
     this.setCondition(this.status.conditions, 'Delayed', 'True', 'NotStarted', message);
     this.event('UpgradeDelayed', 'Warning', message);
     this.publish();
+  }
+
+  /**
+   * A gate let `step` through because of an override: recorded once per gate, step and reason in
+   * the status and memo, a Warning Event and a log line (the audit trail of who skipped what).
+   */
+  recordOverride(gate: string, reason: string, step: string, text: string): void {
+    const list = (this.status.overrides ??= []);
+    if (list.some((o) => o.gate === gate && o.step === step && o.reason === reason)) return;
+    list.push({ gate, reason, step, at: iso(Date.now()) });
+    if (list.length > POLICY_CHANGES_KEPT) list.splice(0, list.length - POLICY_CHANGES_KEPT);
+    this.event('UpgradeGateOverridden', 'Warning', `${step}: ${text}`);
+    log.warn('gate overridden', {
+      gate,
+      reason,
+      step,
+      cluster: `${this.status.cluster.namespace}/${this.status.cluster.name}`,
+    });
+    this.publish();
+  }
+
+  /** A gate that only warns (policy warn): a Warning Event per distinct message. */
+  gateWarning(message: string): void {
+    this.event('UpgradeGateWarning', 'Warning', message);
   }
 
   // ---- questions the loop and the steps ask ----------------------------------------------

@@ -12,6 +12,7 @@ import type {
 import { formatDuration } from '../../domain/durations.ts';
 import { gateKey, type HookCall, type UpgradeCondition } from '../../model/cluster-upgrade.ts';
 import { expectedFailure, failureCause } from '../failures.ts';
+import { removedApiGate } from './gates.ts';
 import { delayCheck, maintenanceHold, started } from './schedule.ts';
 import { iso, type UpgradeState } from './state.ts';
 
@@ -54,7 +55,7 @@ export async function beginUpgrade(s: UpgradeState, call: HookCall): Promise<boo
       waitUntil = notBefore;
       waitingFor = `waiting for upgradeAt ${iso(notBefore)}`;
     } else {
-      const hold = maintenanceHold(s, now);
+      const hold = maintenanceHold(s, now, call);
       if (hold) ({ until: waitUntil, waitingFor } = hold);
     }
     if (waitUntil === undefined) {
@@ -70,13 +71,14 @@ export async function beginUpgrade(s: UpgradeState, call: HookCall): Promise<boo
   }
   s.setPhase('Upgrading');
   s.setGate(call, 'Waiting', `${call.hook} ${call.version}: running the pre-upgrade health check`);
-  return await probeUntilHealthy(s, call, 'pre', status.conditions, 'PreHealthCheck');
+  if (!(await probeUntilHealthy(s, call, 'pre', status.conditions, 'PreHealthCheck'))) return false;
+  return await removedApiGate(s, call, status.conditions);
 }
 
 /** Waits until the maintenance window (if any) is open; false when interrupted. */
 export async function awaitWindow(s: UpgradeState, call: HookCall): Promise<boolean> {
   for (;;) {
-    const hold = maintenanceHold(s, Date.now());
+    const hold = maintenanceHold(s, Date.now(), call);
     if (!hold) return true;
     s.setGate(call, 'Waiting', `${call.hook} ${call.version}: ${hold.waitingFor}`);
     await s.wait(hold.until - Date.now());
