@@ -6,6 +6,7 @@ import type { FleetRolloutStatus, RolloutClusterState } from '../model/fleet-rol
 import type { GateState } from '../model/cluster-upgrade.ts';
 import { MachineName, UpgradePhase as PhaseKey } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
+import { holdLines, rolloutHoldLines } from './held.ts';
 import { quote, type ClusterKey, type UpgradeReport } from './operations.ts';
 
 /** A view and, once the run has ended, the exit code (0: done as asked; 1: failed, aborted, stopped). */
@@ -79,6 +80,8 @@ export function upgradeProgress(r: UpgradeReport, machines?: MachineTally): Prog
   }
   const holds = holding(r);
   if (holds && phase !== 'Upgraded') lines.push(`holds:     ${holds}`);
+  // Each gate that holds it (calendar, removed APIs, a machine's pacing) and each override, as `status` says them.
+  lines.push(...holdLines(r));
   // Failed and Aborted runs stay open for `retry` / `resume`: the watch ends there, a person acts next.
   const closed = r.run.status !== 'RUNNING';
   if (closed) lines.push(`workflow:  ${r.run.status}`);
@@ -99,6 +102,7 @@ export function rolloutProgress(s: FleetRolloutStatus): Progress {
     `waves:     ${s.waves.filter((w) => w.state === 'done').length}/${s.waves.length} done${wave && wave.state !== 'done' ? `, wave ${wave.wave} ${wave.state}` : ''}`,
     `clusters:  ${s.clusters.filter((c) => c.state === 'done').length}/${selected} upgraded${tally.length ? ` (${tally.join(', ')})` : ''}`,
     `now:       ${s.message}`,
+    ...rolloutHoldLines(s),
   ];
   const exitCode = s.phase === 'Completed' ? 0 : s.phase === 'Stopped' || s.phase === 'Aborted' ? 1 : undefined;
   return { text: lines.join('\n'), ...(exitCode !== undefined ? { exitCode } : {}) };

@@ -95,6 +95,7 @@ describe('rolloutProgress', () => {
         'waves:     1/2 done, wave 2 running',
         'clusters:  1/4 upgraded (1 upgrading, 1 pending, 1 deferred, 1 skipped)',
         'now:       wave 2: 1 of 3 clusters upgrading',
+        'held by:   capi-pacing on a/c3: deferred by CAPI annotation',
       ].join('\n'),
     );
     expect(p.exitCode).toBeUndefined();
