@@ -31,7 +31,11 @@ export type ClusterEventReason =
   | 'UpgradeStepOpened'
   | 'UpgradeFailed'
   | 'UpgradeAborted'
-  | 'UpgradeCompleted';
+  | 'UpgradeCompleted'
+  | 'UpgradeHeldByAlerts'
+  | 'AlertSilenceCreated'
+  | 'AlertSilenceExpired'
+  | 'AlertSilenceFailed';
 
 export interface ClusterEventInput {
   cluster: ClusterRef;

@@ -4,6 +4,7 @@
 // A bad value is an error naming the annotation or setting and the value.
 import { canonicalJson, fnv1a64 } from './canonical-json.ts';
 import { parseGoDuration } from './durations.ts';
+import { resolveAlertPolicy } from './alert-policy.ts';
 import { parseFreezes, parseTimeZone, parseWindows, windowsText } from './calendar.ts';
 import { lookupPolicy, policyKeys, type PolicyKey, type PolicySources } from './policy-keys.ts';
 import type { UpgradePolicy } from '../model/cluster-upgrade.ts';
@@ -100,6 +101,9 @@ export function resolveUpgradePolicy(sources: PolicySources): UpgradePolicyResul
     if (pdbPolicy !== undefined) policy.blockingPdbPolicy = pdbPolicy;
     const hc = read(policyKeys.healthCheckTimeout, duration(false));
     if (hc !== undefined) policy.healthCheckTimeoutMs = hc;
+    const alerts = resolveAlertPolicy(sources);
+    if (!alerts.ok) return alerts;
+    if (alerts.policy) policy.alerts = alerts.policy;
   } catch (err) {
     if (err instanceof PolicyError) return { ok: false, message: err.message };
     throw err;

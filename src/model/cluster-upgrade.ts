@@ -1,6 +1,7 @@
 // The cluster upgrade's data model: plain JSON types and pure helpers shared
 // by the api, the workflows and the activities. Nothing here imports Temporal
 // or touches the network, so activities can use it without workflow code.
+import type { AlertGateStatus, AlertPolicy } from './alerts.ts';
 
 /** Upgrade policy for one cluster, as domain/upgrade-policy.ts resolves it (defaults ← settings ← annotations). */
 /** A maintenance freeze: no new step starts between `from` and `to`. */
@@ -36,6 +37,8 @@ export interface UpgradePolicy {
   blockingPdbPolicy: 'fail' | 'warn';
   /** How long post-step health checks wait for nodes to report Ready at the new version. */
   healthCheckTimeoutMs: number;
+  /** The alert gate and silences (model/alerts.ts); absent = off. */
+  alerts?: AlertPolicy;
 }
 
 export interface ClusterRef {
@@ -201,6 +204,8 @@ export interface ClusterUpgradeStatus {
   waits?: Record<string, { since: string; delayMs: number }>;
   /** What holds the start or a step's start by the calendar (policy maintenance*, delayedAfter), while it holds. */
   schedule?: UpgradeSchedule;
+  /** What the alert gate holds and the silence open for the running step (model/alerts.ts). */
+  alerts?: AlertGateStatus;
 }
 
 /** The `status` query's view of the calendar gates (docs/configuration.md). */
