@@ -78,6 +78,11 @@ function statusText(r: UpgradeReport): string {
   if (schedule?.freeze)
     out.push(`freeze:    "${schedule.freeze.reason}" (${schedule.freeze.from} to ${schedule.freeze.to})`);
   if (schedule?.nextWindowOpens) out.push(`calendar:  next opens ${schedule.nextWindowOpens}`);
+  const alerts = r.status?.alerts;
+  if (alerts?.held)
+    out.push(`gate:      alerts holds ${alerts.held.step} since ${alerts.held.since}: ${alerts.held.message}`);
+  if (alerts?.silence)
+    out.push(`silence:   ${alerts.silence.id ?? '(being created)'} for ${alerts.silence.step} (Alertmanager)`);
   out.push(`workflow:  ${r.run.workflowId} (run ${r.run.runId}, ${r.run.status})`);
   if (!r.status) out.push('(no worker answered the status query: showing the memo)');
   const gates = r.status?.gates ?? r.memo?.gates ?? {};
