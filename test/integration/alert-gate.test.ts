@@ -11,6 +11,8 @@ import { resolveAlertPolicy } from '../../src/domain/alert-policy.ts';
 import type { AlertPolicy, AlertReport } from '../../src/model/alerts.ts';
 import { freePort } from '../../src/local/temporal-dev-server.ts';
 import { alertTarget, type AlertTarget } from '../support/alerting.ts';
+import { beforeClusterUpgrade, startUpgradeHarness, steps } from '../support/upgrade-harness.ts';
+import { temporalSignal } from '../support/temporal-cli.ts';
 import { requireEnv } from '../support/services.ts';
 import { createNamespace, managementApi, testbed, testGroup, waitFor } from '../../support/testbed-fixtures.ts';
 
@@ -153,9 +155,9 @@ interface Silence {
   status: { state: string };
 }
 
-async function silences(comment: string): Promise<Silence[]> {
+async function silences(comment?: string): Promise<Silence[]> {
   const res = await fetch(`${requireEnv('TEST_ALERTMANAGER_URL')}/api/v2/silences`);
-  return ((await res.json()) as Silence[]).filter((s) => s.comment === comment);
+  return ((await res.json()) as Silence[]).filter((s) => comment === undefined || s.comment === comment);
 }
 
 describe('silences against a real Alertmanager', () => {
@@ -194,5 +196,63 @@ describe('silences against a real Alertmanager', () => {
     await expect(activities.ensureSilence({ cluster, policy: p, comment: 'x' })).rejects.toThrow(
       'Alertmanager: connection refused',
     );
+  });
+});
+
+describe('silences of a running upgrade against a real Alertmanager', () => {
+  it('opens one for the control-plane step, expires it when the step ends, and the next one on abort', async () => {
+    const h = await startUpgradeHarness({ activities });
+    await h.startWorker();
+    try {
+      const annotations = { 'upgrades.capi-orchestrator.io/alertmanager-url': requireEnv('TEST_ALERTMANAGER_URL') };
+      const ours = async () =>
+        (await silences())
+          .filter((s) => s.comment.includes(h.workflowId))
+          .map((s) => [s.comment.replace(/ \(.*/, ''), s.status.state]);
+      expect(await h.pollUntilDone('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations })).toMatchObject({
+        retryAfterSeconds: 0,
+      });
+      const cp = (from: string, to: string, rest: string[]) => ({
+        fromKubernetesVersion: from,
+        toKubernetesVersion: to,
+        controlPlaneUpgrades: steps(...rest),
+        workersUpgrades: steps('v1.33.0'),
+      });
+      const plan = ['v1.31.14', 'v1.32.13', 'v1.33.0'];
+      expect(
+        await h.pollUntilDone('BeforeControlPlaneUpgrade', cp('v1.30.5', 'v1.31.14', plan), { annotations }),
+      ).toMatchObject({ retryAfterSeconds: 0 });
+      const step1 = 'capi-upgrade-orchestrator: upgrade to v1.33.0, step ControlPlaneUpgrade v1.31.14';
+      expect(await ours()).toEqual([[step1, 'active']]);
+      const after = {
+        kubernetesVersion: 'v1.31.14',
+        controlPlaneUpgrades: steps(...plan.slice(1)),
+        workersUpgrades: steps('v1.33.0'),
+      };
+      expect(await h.pollUntilDone('AfterControlPlaneUpgrade', after, { annotations })).toMatchObject({
+        retryAfterSeconds: 0,
+      });
+      expect(await ours()).toEqual([[step1, 'expired']]);
+      expect(
+        await h.pollUntilDone('BeforeControlPlaneUpgrade', cp('v1.31.14', 'v1.32.13', plan.slice(1)), { annotations }),
+      ).toMatchObject({ retryAfterSeconds: 0 });
+      const step2 = 'capi-upgrade-orchestrator: upgrade to v1.33.0, step ControlPlaneUpgrade v1.32.13';
+      expect((await ours()).sort()).toEqual([
+        [step1, 'expired'],
+        [step2, 'active'],
+      ]);
+      await temporalSignal(h.workflowId, 'abort', '{"reason":"bad image"}');
+      await waitFor(
+        'the silence expired on abort',
+        async () => {
+          const all = await ours();
+          return all.every(([, state]) => state === 'expired') ? all : undefined;
+        },
+        { timeoutMs: 60_000 },
+      );
+      expect(await ours()).toHaveLength(2);
+    } finally {
+      await h.close();
+    }
   });
 });
