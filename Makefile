@@ -26,7 +26,7 @@ dev:
 	@source scripts/env.sh && exec node --disable-warning=ExperimentalWarning src/local/dev.ts
 
 test:
-	@source scripts/env.sh --lint --testbed --capi --temporal-production && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
+	@source scripts/env.sh --lint --testbed --capi --temporal-production --alerts && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
 
 # kubectl's built-in kustomize renders config/release (the test-bed tools provide kubectl).
 release:
@@ -66,7 +66,7 @@ clean:
 	rm -rf dist coverage .data
 
 test-integration:
-	@source scripts/env.sh --testbed && $(JEST) --ci --selectProjects integration
+	@source scripts/env.sh --testbed --alerts && $(JEST) --ci --selectProjects integration
 
 test-production:
 	@source scripts/env.sh --testbed --temporal-production && $(JEST) --ci --selectProjects production

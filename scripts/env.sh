@@ -6,6 +6,8 @@
 #   source scripts/env.sh --testbed  # also the Kubernetes test-bed binaries
 #   source scripts/env.sh --testbed --capi  # and the Cluster API managers (real-CAPI tier)
 #   source scripts/env.sh --lint     # also shellcheck (Debian's package when root)
+#   source scripts/env.sh --alerts   # also Prometheus and Alertmanager (Debian's packages when root;
+#                                    # the alert gate's integration tests; exports PROMETHEUS_BIN, ALERTMANAGER_BIN)
 #   source scripts/env.sh --temporal-production  # also the Temporal server and PostgreSQL
 #                                    # (scripts/temporal-production.sh; exports TEMPORAL_SERVER_BIN,
 #                                    # TEMPORAL_SQL_TOOL, POSTGRES_BIN_DIR)
@@ -119,6 +121,28 @@ _uo_shellcheck() {
   fi
 }
 
+# Prometheus and Alertmanager from Debian's packages: the alert gate's integration tests run
+# against the real ones (test/support/alerting.ts starts them on loopback ports).
+_uo_alerts() {
+  local pkg bin var
+  for pkg in prometheus:prometheus:PROMETHEUS_BIN prometheus-alertmanager:prometheus-alertmanager:ALERTMANAGER_BIN; do
+    bin=${pkg#*:}; var=${bin#*:}; bin=${bin%%:*}; pkg=${pkg%%:*}
+    if ! command -v "$bin" >/dev/null; then
+      if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        _uo_log "installing $pkg from Debian's packages"
+        # policy-rc.d (containers) or no init keeps the packages' services from starting.
+        { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null 2>&1 ||
+          { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null 2>&1; }; } ||
+          { _uo_die "apt-get install $pkg failed"; return 1; }
+      else
+        _uo_die "$bin not found: install it (Debian/Ubuntu: apt-get install $pkg) or put it on PATH"
+        return 1
+      fi
+    fi
+    export "$var=$(command -v "$bin")"
+  done
+}
+
 # The Temporal server's services and its SQL tool, built from the Go module
 # proxy, and PostgreSQL from Debian's packages: the production-shaped Temporal.
 _uo_temporal_production() {
@@ -162,18 +186,20 @@ _uo_capi() {
 }
 
 _uo_main() {
-  local arg testbed="" capi="" lint="" production=""
+  local arg testbed="" capi="" lint="" production="" alerts=""
   for arg in "$@"; do
     case "$arg" in
       --testbed) testbed=1 ;;
       --capi) capi=1 ;;
       --lint) lint=1 ;;
       --temporal-production) production=1 ;;
-      *) _uo_die "unknown option $arg (expected --testbed, --capi, --lint, --temporal-production)"; return 1 ;;
+      --alerts) alerts=1 ;;
+      *) _uo_die "unknown option $arg (expected --testbed, --capi, --lint, --temporal-production, --alerts)"; return 1 ;;
     esac
   done
   _uo_capi_version="${CAPI_VERSION:-}"
   if [ -n "$lint" ]; then _uo_shellcheck || return 1; fi
+  if [ -n "$alerts" ]; then _uo_alerts || return 1; fi
   _uo_node || return 1
   _uo_deps || return 1
   _uo_temporal || return 1

@@ -4,6 +4,7 @@
 // activity failures reach CAPI conditions.
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
+import { createAlertActivities } from './alerts.ts';
 import { withStableFailures } from './failures.ts';
 import { createFleetActivities } from './fleet.ts';
 import { managementKubeConfig } from './kube.ts';
@@ -35,6 +36,7 @@ export function createActivities(deps: ActivityDeps = {}) {
   return withStableFailures({
     ...createProbeActivities(),
     ...upgrade,
+    ...createAlertActivities(management),
     ...createFleetActivities({
       management,
       checkClusterHealth: upgrade.checkClusterHealth,

@@ -34,7 +34,11 @@ export type ClusterEventReason =
   | 'UpgradeAborted'
   | 'UpgradeCompleted'
   | 'UpgradeGateOverridden'
-  | 'UpgradeGateWarning';
+  | 'UpgradeGateWarning'
+  | 'UpgradeHeldByAlerts'
+  | 'AlertSilenceCreated'
+  | 'AlertSilenceExpired'
+  | 'AlertSilenceFailed';
 
 export interface ClusterEventInput {
   cluster: ClusterRef;

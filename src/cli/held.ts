@@ -1,6 +1,6 @@
 // What holds an upgrade, one line per gate kind (issue 30's Done-when: the CLI's
 // `status` shows the gate that holds): the maintenance calendar (window or
-// freeze), the removed-API gate, the machine updates' blocking pods and
+// freeze), the removed-API gate, the alert gate (and the step's silence), the machine updates' blocking pods and
 // post-update delay, CAPI's pacing annotations (fleet rollouts), and the
 // overrides that let a gate through. Pure: reads what operations.ts fetched.
 import type { ClusterUpgradeMemo, ClusterUpgradeStatus } from '../model/cluster-upgrade.ts';
@@ -42,6 +42,10 @@ export function holdLines(r: HoldSources): string[] {
     out.push(`${HELD}${removed.message}`);
   else if (removed && (removed.result === 'warned' || removed.result === 'unreadable'))
     out.push(`warning:   ${removed.message} (policy warn: not held)`);
+  const alerts = s?.alerts;
+  if (alerts?.held) out.push(`${HELD}alerts at ${alerts.held.step} since ${alerts.held.since}: ${alerts.held.message}`);
+  if (alerts?.silence)
+    out.push(`silence:   ${alerts.silence.id ?? '(being created)'} for ${alerts.silence.step} (Alertmanager)`);
   for (const m of r.machineUpdates) if (m.held) out.push(`${HELD}${m.held} on ${m.machine}`);
   if (s?.overrides?.length) {
     for (const o of s.overrides) out.push(`override:  ${o.gate} at ${o.step} (${o.at}): ${o.reason}`);

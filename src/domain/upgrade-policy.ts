@@ -4,6 +4,7 @@
 // A bad value is an error naming the annotation or setting and the value.
 import { canonicalJson, fnv1a64 } from './canonical-json.ts';
 import { parseGoDuration } from './durations.ts';
+import { resolveAlertPolicy } from './alert-policy.ts';
 import { parseFreezes, parseTimeZone, parseWindows, windowsText } from './calendar.ts';
 import { parseGateOverride } from './gate-overrides.ts';
 import { lookupPolicy, policyKeys, type PolicyKey, type PolicySources } from './policy-keys.ts';
@@ -108,6 +109,9 @@ export function resolveUpgradePolicy(sources: PolicySources): UpgradePolicyResul
     const override = parseGateOverride(sources.annotations);
     if (!override.ok) throw new PolicyError(override.message);
     if (override.value) policy.gateOverride = override.value;
+    const alerts = resolveAlertPolicy(sources);
+    if (!alerts.ok) return alerts;
+    if (alerts.policy) policy.alerts = alerts.policy;
   } catch (err) {
     if (err instanceof PolicyError) return { ok: false, message: err.message };
     throw err;

@@ -1,6 +1,7 @@
 // The cluster upgrade's data model: plain JSON types and pure helpers shared
 // by the api, the workflows and the activities. Nothing here imports Temporal
 // or touches the network, so activities can use it without workflow code.
+import type { AlertGateStatus, AlertPolicy } from './alerts.ts';
 
 /** Upgrade policy for one cluster, as domain/upgrade-policy.ts resolves it (defaults ← settings ← annotations). */
 /** A maintenance freeze: no new step starts between `from` and `to`. */
@@ -40,6 +41,8 @@ export interface UpgradePolicy {
   removedApiPolicy?: RemovedApiPolicy;
   /** Gates overridden for this cluster, and why (annotations override-gates / override-reason). */
   gateOverride?: { gates: ('alerts' | 'maintenance-window' | 'removed-apis')[]; reason: string };
+  /** The alert gate and silences (model/alerts.ts); absent = off. */
+  alerts?: AlertPolicy;
 }
 
 export type RemovedApiPolicy = 'fail' | 'warn' | 'off';
@@ -218,6 +221,8 @@ export interface ClusterUpgradeStatus {
   removedApis?: RemovedApiVerdict;
   /** Gates an override let through, each once per gate and step (newest last). */
   overrides?: GateOverrideRecord[];
+  /** What the alert gate holds and the silence open for the running step (model/alerts.ts). */
+  alerts?: AlertGateStatus;
 }
 
 export interface RemovedApiVerdict {

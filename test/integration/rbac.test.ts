@@ -46,6 +46,10 @@ import {
 import type { MachineUpdateActivities, NodeUpgradeInput } from '../../src/activities/machine-update-types.ts';
 import { createFleetActivities } from '../../src/activities/fleet.ts';
 import { createUpgradeActivities } from '../../src/activities/upgrade.ts';
+import { createAlertActivities } from '../../src/activities/alerts.ts';
+import type { AlertActivities } from '../../src/activities/alert-types.ts';
+import { resolveAlertPolicy } from '../../src/domain/alert-policy.ts';
+import { freePort } from '../../src/local/temporal-dev-server.ts';
 import type { UpgradeActivities } from '../../src/activities/upgrade-types.ts';
 import { createNodeAgentCheck, type NodeAgentCheck } from '../../src/api/node-agents.ts';
 import { createNodeUpgraderCheck } from '../../src/api/node-upgraders.ts';
@@ -403,6 +407,7 @@ const nurRef = {
 let bindings: Record<IdentityLabel, ShippedBinding[]>;
 let identities: Record<IdentityLabel, KubeConfig>;
 let upgrade: UpgradeActivities;
+let alerts: AlertActivities;
 let machineUpdate: MachineUpdateActivities;
 /** The job executor with an image whose pods fail (test/testbed/kwok-pod-fail-stage.yaml). */
 let failingJob: MachineUpdateActivities;
@@ -459,6 +464,7 @@ beforeAll(async () => {
   identities = await perIdentity((id) => createTourIdentity(id, bindings[id.label]));
   const { worker, api, workload } = identities;
   upgrade = createUpgradeActivities({ management: worker });
+  alerts = createAlertActivities(worker);
   // The executors' namespace is left to its default, kube-system: where config/workload grants their rules.
   const checksumsFile = testChecksumsFile([NEW]);
   machineUpdate = createMachineUpdateActivities({ management: worker, pollIntervalMs: 250, job: { checksumsFile } });
@@ -549,6 +555,30 @@ async function tourClusterHealth(): Promise<void> {
   ).toEqual({ healthy: true, summary: '2 of 2 nodes Ready; 1 of 1 critical pods Ready', findings: [], warnings: [] });
   // The removed-API gate: workload non-resource /metrics get.
   expect((await upgrade.checkDeprecatedApis({ cluster })).malformed).toBe(0);
+}
+
+/** worker: configmaps get, secrets get (the alert gate's CA and token; nothing listens at the URL). */
+async function tourAlertGate(): Promise<void> {
+  await mg.core.createNamespacedConfigMap({
+    namespace: g,
+    body: { metadata: { name: 'tour-alert-ca' }, data: { 'ca.crt': 'rbac tour' } },
+  });
+  await mg.core.createNamespacedSecret({
+    namespace: g,
+    body: { metadata: { name: 'tour-alert-token' }, stringData: { token: 'rbac-tour' } },
+  });
+  const policy = resolveAlertPolicy({
+    settings: {
+      alertPrometheusUrl: `http://127.0.0.1:${await freePort()}`,
+      alertCa: `ConfigMap/${g}/tour-alert-ca/ca.crt`,
+      alertTokenSecret: `${g}/tour-alert-token/token`,
+    },
+  });
+  if (!policy.ok || !policy.policy) throw new Error('alert policy refused');
+  expect(await alerts.checkAlerts({ cluster, policy: policy.policy })).toEqual({
+    reachable: false,
+    cause: 'connection refused',
+  });
 }
 
 /** worker: machines get, clusters get, events create; workload: nodes get/list/patch, nodes/status patch. */
@@ -797,6 +827,7 @@ describe('RBAC roles in config/', () => {
     await tourCapacity();
     await tourClusterEvent();
     await tourClusterHealth();
+    await tourAlertGate();
     await tourNodeActivities();
     await tourRemediation();
     await tourDrain();

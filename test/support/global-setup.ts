@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { startDevServer, type DevServer } from '../../src/local/temporal-dev-server.ts';
 import { startProductionTemporal, type ProductionTemporal } from '../../src/local/temporal-production.ts';
+import { startAlerting, type Alerting } from './alerting.ts';
 import { startCapiTier, type CapiTier } from './capi-tier.ts';
 import { writeTestPki } from './pki.ts';
 import { temporalTiers } from './services.ts';
@@ -20,6 +21,7 @@ declare global {
         capiTestbed?: string;
         productionTestbed?: string;
         capi?: CapiTier;
+        alerting?: Alerting;
       }
     | undefined;
 }
@@ -51,6 +53,15 @@ export default async function globalSetup(): Promise<void> {
       ? startTestbed(join(dir, 'testbed')).then((testbedJson) => {
           globalThis.__capiTestServices!.testbed = join(dir, 'testbed');
           process.env.TESTBED_STATE = testbedJson;
+        })
+      : Promise.resolve(undefined),
+    // Real Prometheus and Alertmanager for the alert gate (test/integration/alert-gate.test.ts).
+    needsAlerting(selected, process.argv)
+      ? startAlerting(join(dir, 'alerting')).then((alerting) => {
+          globalThis.__capiTestServices!.alerting = alerting;
+          process.env.TEST_PROMETHEUS_URL = alerting.prometheusUrl;
+          process.env.TEST_ALERTMANAGER_URL = alerting.alertmanagerUrl;
+          process.env.TEST_ALERT_TARGETS_DIR = alerting.targetsDir;
         })
       : Promise.resolve(undefined),
     // A test bed of its own: CAPI's controllers and webhooks would act on the
@@ -128,6 +139,14 @@ async function startTestbed(state: string): Promise<string> {
     });
   });
   return join(state, 'testbed.json');
+}
+
+/** The integration tier runs, and (when files are named) one of them is about alerts. */
+function needsAlerting(selected: string[], argv: string[]): boolean {
+  if (!selected.includes('integration')) return false;
+  const at = argv.indexOf('--runTestsByPath');
+  if (at < 0) return true;
+  return argv.slice(at + 1).some((arg) => !arg.startsWith('-') && /alert/.test(arg));
 }
 
 /** `--selectProjects a b` as jest was called (the setup hook is not told). */

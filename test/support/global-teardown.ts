@@ -12,6 +12,7 @@ export default async function globalTeardown(): Promise<void> {
     services.capiTestbed ? stopTestbed(services.capiTestbed) : undefined,
     services.productionTestbed ? stopTestbed(services.productionTestbed) : undefined,
     services.temporal?.stop(),
+    services.alerting?.stop(),
     services.production?.stop(),
   ]);
   if (!process.env.KEEP_TEST_SERVICES) rmSync(services.dir, { recursive: true, force: true });

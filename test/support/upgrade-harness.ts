@@ -18,14 +18,23 @@ import type {
   UpgradeActivities,
 } from '../../src/activities/upgrade-types.ts';
 import type { DeprecatedApiScan } from '../../src/domain/deprecated-apis.ts';
-import { clusterUpgradeWorkflowId, type ClusterRef, type ReservedCapacity } from '../../src/model/cluster-upgrade.ts';
+import {
+  clusterUpgradeWorkflowId,
+  type ClusterRef,
+  type ClusterUpgradeStatus,
+  type ReservedCapacity,
+} from '../../src/model/cluster-upgrade.ts';
+import type { AlertActivities, AlertCheckInput } from '../../src/activities/alert-types.ts';
+import type { AlertReport } from '../../src/model/alerts.ts';
 import { expect } from '@jest/globals';
 import { callHook } from './capi-client.ts';
 import { cluster } from '../../support/capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from './hook-server.ts';
 import { createTestWorker, testClient } from './temporal.ts';
 
-export interface StubUpgradeActivities extends UpgradeActivities {
+export interface StubUpgradeActivities extends UpgradeActivities, AlertActivities {
+  /** What the next alert checks report (the alert gate; default: nothing fires). */
+  alerts: (input: AlertCheckInput) => AlertReport | Promise<AlertReport>;
   /** What the next health probes report (replace to make checks fail, throw or hang). */
   health: (input: HealthCheckInput) => HealthReport | Promise<HealthReport>;
   /** What the next capacity readiness checks report. */
@@ -43,6 +52,10 @@ export interface StubUpgradeActivities extends UpgradeActivities {
     /** Events recorded on the Cluster, in order. */
     events: ClusterEventInput[];
     deprecatedApis: number;
+    alertChecks: number;
+    /** Comments of the silences asked for and expired, in order. */
+    silencesEnsured: string[];
+    silencesExpired: string[];
   };
 }
 
@@ -74,6 +87,9 @@ export function stubUpgradeActivities(): StubUpgradeActivities {
     cancelled: 0,
     events: [] as ClusterEventInput[],
     deprecatedApis: 0,
+    alertChecks: 0,
+    silencesEnsured: [] as string[],
+    silencesExpired: [] as string[],
   };
   let reserved: ReservedCapacity[] = [];
   const stub: StubUpgradeActivities = {
@@ -85,6 +101,19 @@ export function stubUpgradeActivities(): StubUpgradeActivities {
     async checkDeprecatedApis() {
       calls.deprecatedApis++;
       return await stub.deprecatedApis();
+    },
+    alerts: () => ({ reachable: true, firing: [], firingCount: 0 }),
+    async checkAlerts(input) {
+      calls.alertChecks++;
+      return await stub.alerts(input);
+    },
+    async ensureSilence(input) {
+      calls.silencesEnsured.push(input.comment);
+      return { id: `silence-${calls.silencesEnsured.length}` };
+    },
+    async expireSilences(input) {
+      calls.silencesExpired.push(input.comment);
+      return { expired: 1 };
     },
     async checkClusterHealth(input) {
       calls.health.push(input);
@@ -137,6 +166,8 @@ export interface UpgradeHarness {
   workflowId: string;
   startWorker(): Promise<void>;
   stopWorker(): Promise<void>;
+  /** The upgrade's `status` query. */
+  status(): Promise<ClusterUpgradeStatus>;
   call(
     hook: HookName,
     fields: Record<string, unknown>,
@@ -151,7 +182,12 @@ export interface UpgradeHarness {
   close(): Promise<void>;
 }
 
-export async function startUpgradeHarness(options: { env?: Record<string, string> } = {}): Promise<UpgradeHarness> {
+export async function startUpgradeHarness(
+  options: {
+    env?: Record<string, string>;
+    /** Real activities in place of stubs (e.g. the alert activities). */ activities?: Partial<AlertActivities>;
+  } = {},
+): Promise<UpgradeHarness> {
   const { client, close: closeClient } = await testClient();
   const taskQueue = `upgrades-${randomUUID()}`;
   const ref = { namespace: `ns-${randomUUID().slice(0, 8)}`, name: 'prod-1', uid: randomUUID() };
@@ -173,8 +209,14 @@ export async function startUpgradeHarness(options: { env?: Record<string, string
     ref,
     workflowId: clusterUpgradeWorkflowId(ref),
     async startWorker() {
-      const { worker, connection } = await createTestWorker({ taskQueue, activities });
+      const { worker, connection } = await createTestWorker({
+        taskQueue,
+        activities: { ...activities, ...options.activities },
+      });
       running = { worker, connection, done: worker.run() };
+    },
+    async status() {
+      return (await client.workflow.getHandle(harness.workflowId).query('status')) as ClusterUpgradeStatus;
     },
     async stopWorker() {
       if (!running) return;

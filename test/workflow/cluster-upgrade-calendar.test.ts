@@ -5,7 +5,7 @@
 // is downloaded on first use, and this machine has no network for it).
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { calendarState, parseWindows, zonedIso } from '../../src/domain/calendar.ts';
-import type { ClusterUpgradeMemo, ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
+import type { ClusterUpgradeMemo } from '../../src/model/cluster-upgrade.ts';
 import { upgradesDelayed } from '../../src/ops/metrics.ts';
 import { refreshVisibilityGauges } from '../../src/ops/visibility-gauges.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
@@ -26,8 +26,6 @@ describe('calendar gates of a cluster upgrade', () => {
   });
   afterEach(async () => h.close());
 
-  const status = async () => (await h.client.workflow.getHandle(h.workflowId).query('status')) as ClusterUpgradeStatus;
-
   it('names the next opening of a window in a zone, in that zone', async () => {
     const window = `${otherDay()} 02:30 1h`;
     const annotations = { [`${P}maintenance-window`]: window, [`${P}maintenance-time-zone`]: 'America/New_York' };
@@ -37,7 +35,7 @@ describe('calendar gates of a cluster upgrade', () => {
     );
     const parsed = parseWindows(window);
     if (!parsed.ok) throw new Error(parsed.reason);
-    const s = await status();
+    const s = await h.status();
     const opens = Date.parse(s.schedule?.nextWindowOpens ?? '');
     // The workflow's answer is the domain's at the moment it looked (a moment before now).
     const expected = calendarState(Date.now() - 60_000, {
@@ -66,7 +64,7 @@ describe('calendar gates of a cluster upgrade', () => {
     expect(answer.message).toBe(
       `BeforeClusterUpgrade v1.33.0: held by the maintenance freeze "year-end freeze" (${f.from} to ${f.to}); the calendar opens ${iso(Date.parse(to))}`,
     );
-    const s = await status();
+    const s = await h.status();
     expect(s.schedule).toEqual({ nextWindowOpens: f.to, freeze: f });
     expect(s.phase).toBe('Pending');
     expect(s.conditions.find((c) => c.type === 'Scheduled')).toMatchObject({ status: 'False', reason: 'Waiting' });
@@ -92,7 +90,7 @@ describe('calendar gates of a cluster upgrade', () => {
       ),
     );
     const since = new Date(Date.parse(upgradeAt) + 30_000).toISOString();
-    const s = await status();
+    const s = await h.status();
     expect(s.schedule?.delayedSince).toBe(since);
     expect(s.conditions.find((c) => c.type === 'Delayed')).toMatchObject({ status: 'True', reason: 'NotStarted' });
     const events = await waitFor(
@@ -143,7 +141,7 @@ describe('calendar gates of a cluster upgrade', () => {
     delete open[`${P}maintenance-window`];
     const done = await h.pollUntilDone('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations: open });
     expect(done).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
-    const s = await status();
+    const s = await h.status();
     expect(s.schedule).toBeUndefined();
     expect(s.conditions.find((c) => c.type === 'Delayed')).toMatchObject({ status: 'False', reason: 'Started' });
     const memo = (await h.client.workflow.getHandle(h.workflowId).describe()).memo?.upgrade as ClusterUpgradeMemo;

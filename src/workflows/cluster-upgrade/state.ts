@@ -124,7 +124,7 @@ export class UpgradeState {
   }
 
   /** One Event per change (never per repeated message): keyed by run and sequence, so a retried activity adds none. */
-  private event(reason: ClusterEventReason, type: 'Normal' | 'Warning', message: string): void {
+  event(reason: ClusterEventReason, type: 'Normal' | 'Warning', message: string): void {
     const { workflowId, runId } = workflowInfo();
     const { namespace, name } = this.status.cluster;
     this.events.add({

@@ -13,6 +13,7 @@ import { formatDuration } from '../../domain/durations.ts';
 import { gateKey, type HookCall, type UpgradeCondition } from '../../model/cluster-upgrade.ts';
 import { expectedFailure, failureCause } from '../failures.ts';
 import { removedApiGate } from './gates.ts';
+import { alertGate, closeSilence, openSilence } from './alerts.ts';
 import { delayCheck, maintenanceHold, started } from './schedule.ts';
 import { iso, type UpgradeState } from './state.ts';
 
@@ -264,9 +265,11 @@ export async function runStep(s: UpgradeState, call: HookCall): Promise<boolean>
   switch (call.hook) {
     case 'BeforeClusterUpgrade':
       if (!(await beginUpgrade(s, call))) return false;
+      if (!(await alertGate(s, call))) return false;
       break;
     case 'BeforeControlPlaneUpgrade': {
-      if (!(await awaitWindow(s, call))) return false;
+      if (!(await awaitWindow(s, call)) || !(await alertGate(s, call))) return false;
+      await openSilence(s, call);
       const entry = s.versionEntry(call.version);
       s.setCondition(
         entry.conditions,
@@ -280,13 +283,16 @@ export async function runStep(s: UpgradeState, call: HookCall): Promise<boolean>
     case 'AfterControlPlaneUpgrade': {
       const entry = s.versionEntry(call.version);
       if (!(await probeUntilHealthy(s, call, 'control-plane', entry.conditions, 'ControlPlaneUpgraded'))) return false;
+      if (!(await alertGate(s, call))) return false;
+      await closeSilence(s);
       break;
     }
     case 'BeforeWorkersUpgrade': {
-      if (!(await awaitWindow(s, call))) return false;
+      if (!(await awaitWindow(s, call)) || !(await alertGate(s, call))) return false;
       if (status.policy.capacityReservation > 0 && status.reservedCapacity.length === 0) {
         if (!(await reserveCapacity(s, call))) return false;
       }
+      await openSilence(s, call);
       const entry = s.versionEntry(call.version);
       s.setCondition(
         entry.conditions,
@@ -300,10 +306,13 @@ export async function runStep(s: UpgradeState, call: HookCall): Promise<boolean>
     case 'AfterWorkersUpgrade': {
       const entry = s.versionEntry(call.version);
       if (!(await probeUntilHealthy(s, call, 'workers', entry.conditions, 'WorkersUpgraded'))) return false;
+      if (!(await alertGate(s, call))) return false;
+      await closeSilence(s);
       break;
     }
     case 'AfterClusterUpgrade': {
       if (!(await probeUntilHealthy(s, call, 'post', status.conditions, 'PostHealthCheck'))) return false;
+      if (!(await alertGate(s, call))) return false;
       await releaseCapacity(s);
       const now = iso(Date.now());
       for (const e of status.history) {

@@ -26,6 +26,7 @@ import {
   retrySignal,
   updatePolicySignal,
 } from '../messages.ts';
+import { closeSilence } from './alerts.ts';
 import { releaseCapacity, runStep } from './steps.ts';
 import { iso, UpgradeState } from './state.ts';
 
@@ -69,6 +70,7 @@ export async function clusterUpgradeWorkflow(input: ClusterUpgradeInput): Promis
       const next = s.superseding;
       const reason = `superseded by an upgrade to ${next.targetVersion}`;
       await releaseCapacity(s);
+      await closeSilence(s);
       s.setCondition(status.conditions, 'Aborted', 'True', 'Superseded', reason);
       s.setPhase('Aborted', reason);
       await settled(s);
@@ -139,6 +141,7 @@ function recordFirstCall(s: UpgradeState, input: ClusterUpgradeInput): void {
  */
 async function hold(s: UpgradeState): Promise<'resume' | 'end'> {
   await releaseCapacity(s);
+  await closeSilence(s);
   if (s.abort?.final) return 'end';
   await condition(() => s.resumeRequested || s.superseding !== undefined || s.abort?.final === true);
   if (s.abort?.final) {

@@ -1,0 +1,165 @@
+// The alert gate's policy (issue 30 items 1 and 2): built-in default (off) ← ExtensionConfig
+// setting ← Cluster annotation, like every policy. A bad value is an error naming the annotation
+// or setting and the value, never echoing a secret (a token is only ever named by its Secret).
+import { parseGoDuration } from './durations.ts';
+import { checkAlertFilter, parseSilenceMatchers } from './alert-gate.ts';
+import { key, lookupPolicy, type PolicyKey, type PolicySources } from './policy-keys.ts';
+import type { AlertPolicy, ObjectKeyRef } from '../model/alerts.ts';
+
+export const alertPolicyKeys = {
+  prometheusUrl: key('alertPrometheusUrl', 'alert-prometheus-url'),
+  tokenSecret: key('alertTokenSecret', 'alert-token-secret'),
+  ca: key('alertCa', 'alert-ca'),
+  filter: key('alertFilter', 'alert-filter'),
+  firingOnly: key('alertFiringOnly', 'alert-firing-only'),
+  ignore: key('alertIgnore', 'alert-ignore'),
+  holdTimeout: key('alertHoldTimeout', 'alert-hold-timeout'),
+  clusterLabel: key('alertClusterLabel', 'alert-cluster-label'),
+  alertmanagerUrl: key('alertmanagerUrl', 'alertmanager-url'),
+  silenceMatchers: key('alertSilenceMatchers', 'alert-silence-matchers'),
+  silenceDuration: key('alertSilenceDuration', 'alert-silence-duration'),
+} as const;
+
+export const DEFAULT_ALERT_IGNORE = ['Watchdog', 'InfoInhibitor'];
+export const DEFAULT_ALERT_HOLD_TIMEOUT_MS = 60 * 60_000;
+export const DEFAULT_SILENCE_DURATION_MS = 2 * 60 * 60_000;
+export const MAX_SILENCE_DURATION_MS = 24 * 60 * 60_000;
+const MAX_URL_LENGTH = 2048;
+const MAX_IGNORED = 64;
+const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]{0,127}$/;
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const CONFIG_KEY = /^[-._a-zA-Z0-9]{1,253}$/;
+
+type Parsed<T> = { ok: true; value: T } | { ok: false; reason: string };
+const bad = (reason: string): { ok: false; reason: string } => ({ ok: false, reason });
+
+/** An http(s) URL without credentials, query or fragment; returned without a trailing `/`. */
+export function parseAlertUrl(text: string): Parsed<string> {
+  if (text.length > MAX_URL_LENGTH) return bad(`longer than ${MAX_URL_LENGTH} characters`);
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return bad('not a URL');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return bad('must be an http or https URL');
+  // Credentials in a URL end up in logs, memos and messages: a token goes in a Secret instead.
+  if (url.username !== '' || url.password !== '') return bad('must not hold credentials (use alertTokenSecret)');
+  if (url.search !== '' || url.hash !== '') return bad('must not hold a query or a fragment');
+  return { ok: true, value: url.href.replace(/\/+$/, '') };
+}
+
+/**
+ * `[<namespace>/]<name>/<key>` (a Secret's, or with `Secret/` or `ConfigMap/` in front for the CA).
+ * An annotation may name only the Cluster's own namespace: whoever may annotate a Cluster must
+ * not make the worker send another namespace's Secret to a URL of their choosing.
+ */
+export function parseObjectKeyRef(
+  text: string,
+  opts: { fromAnnotation: boolean; kinds: readonly ObjectKeyRef['kind'][] },
+): Parsed<ObjectKeyRef> {
+  let parts = text.split('/');
+  let kind: ObjectKeyRef['kind'] = 'Secret';
+  if (opts.kinds.includes(parts[0] as ObjectKeyRef['kind']) && parts.length >= 3) {
+    kind = parts[0] as ObjectKeyRef['kind'];
+    parts = parts.slice(1);
+  }
+  const kinds = opts.kinds.length > 1 ? `${opts.kinds.join(' or ')}/` : '';
+  const shape = `expected ${kinds}[<namespace>/]<name>/<key>`;
+  if (parts.length !== 2 && parts.length !== 3) return bad(shape);
+  const [namespace, name, k] = parts.length === 3 ? parts : [undefined, ...parts];
+  if (namespace !== undefined && opts.fromAnnotation)
+    return bad(`an annotation may only name a ${kind} in the Cluster's namespace: use <name>/<key>`);
+  if (namespace !== undefined && !DNS_LABEL.test(namespace))
+    return bad(`${JSON.stringify(namespace)} is not a namespace name`);
+  if (!name || !DNS_SUBDOMAIN.test(name)) return bad(`${JSON.stringify(name ?? '')} is not a ${kind} name`);
+  if (!k || !CONFIG_KEY.test(k)) return bad(`${JSON.stringify(k ?? '')} is not a key`);
+  return { ok: true, value: { kind, ...(namespace !== undefined ? { namespace } : {}), name, key: k } };
+}
+
+class AlertPolicyError extends Error {}
+
+/** The alert policy, or undefined when neither URL is set (the gate and silences are off). */
+export function resolveAlertPolicy(
+  sources: PolicySources,
+): { ok: true; policy: AlertPolicy | undefined } | { ok: false; message: string } {
+  const read = <T>(k: PolicyKey, parse: (value: string, fromAnnotation: boolean) => Parsed<T>): T | undefined => {
+    const found = lookupPolicy(sources, k);
+    if (!found) return undefined;
+    const parsed = parse(found.value.trim(), found.name.startsWith('annotation '));
+    if (!parsed.ok) throw new AlertPolicyError(`${found.name}=${JSON.stringify(found.value)}: ${parsed.reason}`);
+    return parsed.value;
+  };
+  const duration = (max: number) => (v: string) => {
+    const ms = parseGoDuration(v);
+    if (ms === undefined) return bad('not a duration (use e.g. 30m, 2h, 1h30m)');
+    if (ms <= 0) return bad('must be greater than zero');
+    return ms > max ? bad(`must be at most ${max / 3_600_000}h`) : { ok: true as const, value: ms };
+  };
+  try {
+    const prometheusUrl = read(alertPolicyKeys.prometheusUrl, parseAlertUrl);
+    const alertmanagerUrl = read(alertPolicyKeys.alertmanagerUrl, parseAlertUrl);
+    if (prometheusUrl === undefined && alertmanagerUrl === undefined) return { ok: true, policy: undefined };
+    const policy: AlertPolicy = {
+      firingOnly: true,
+      ignore: [...DEFAULT_ALERT_IGNORE],
+      holdTimeoutMs: DEFAULT_ALERT_HOLD_TIMEOUT_MS,
+      clusterLabel: 'cluster',
+      silenceMatchers: [],
+      silenceDurationMs: DEFAULT_SILENCE_DURATION_MS,
+    };
+    if (prometheusUrl !== undefined) policy.prometheusUrl = prometheusUrl;
+    if (alertmanagerUrl !== undefined) policy.alertmanagerUrl = alertmanagerUrl;
+    const token = read(alertPolicyKeys.tokenSecret, (v, fromAnnotation) =>
+      parseObjectKeyRef(v, { fromAnnotation, kinds: ['Secret'] }),
+    );
+    if (token) policy.tokenSecret = token;
+    const ca = read(alertPolicyKeys.ca, (v, fromAnnotation) =>
+      parseObjectKeyRef(v, { fromAnnotation, kinds: ['Secret', 'ConfigMap'] }),
+    );
+    if (ca) policy.ca = ca;
+    const filter = read(alertPolicyKeys.filter, (v) => {
+      const problem = checkAlertFilter(v);
+      return problem === undefined ? { ok: true, value: v } : bad(problem);
+    });
+    if (filter !== undefined) policy.filter = filter;
+    const firingOnly = read(alertPolicyKeys.firingOnly, (v) =>
+      /^(true|false)$/i.test(v) ? { ok: true, value: v.toLowerCase() === 'true' } : bad('expected true or false'),
+    );
+    if (firingOnly !== undefined) policy.firingOnly = firingOnly;
+    const ignore = read(alertPolicyKeys.ignore, (v) => {
+      const names = [
+        ...new Set(
+          v
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean),
+        ),
+      ];
+      if (names.length > MAX_IGNORED) return bad(`at most ${MAX_IGNORED} alert names`);
+      const wrong = names.find((n) => !LABEL_NAME.test(n));
+      return wrong === undefined
+        ? { ok: true, value: names.sort() }
+        : bad(`${JSON.stringify(wrong)} is not an alert name`);
+    });
+    if (ignore !== undefined) policy.ignore = ignore;
+    const timeout = read(alertPolicyKeys.holdTimeout, duration(7 * 24 * 3_600_000));
+    if (timeout !== undefined) policy.holdTimeoutMs = timeout;
+    const label = read(alertPolicyKeys.clusterLabel, (v) =>
+      LABEL_NAME.test(v) ? { ok: true, value: v } : bad('not a Prometheus label name'),
+    );
+    if (label !== undefined) policy.clusterLabel = label;
+    const matchers = read(alertPolicyKeys.silenceMatchers, (v) => {
+      const m = parseSilenceMatchers(v);
+      return m.ok ? m : bad(m.reason);
+    });
+    if (matchers !== undefined) policy.silenceMatchers = matchers;
+    const silenceFor = read(alertPolicyKeys.silenceDuration, duration(MAX_SILENCE_DURATION_MS));
+    if (silenceFor !== undefined) policy.silenceDurationMs = silenceFor;
+    return { ok: true, policy };
+  } catch (err) {
+    if (err instanceof AlertPolicyError) return { ok: false, message: err.message };
+    throw err;
+  }
+}
