@@ -69,9 +69,9 @@ async function main(): Promise<void> {
   });
   console.log('');
   for (const line of formatReport(report)) console.log(line);
-  console.log(
-    `\ncommand: make chaos BENCH_ARGS='--seed ${seed} --faults ${faults} --max-minutes ${maxMinutes} --nodes ${values.nodes} --limit ${values.limit}'`,
-  );
+  // The replay: the same arguments with the seed drawn.
+  const args = process.argv.slice(2).filter((a, i, all) => a !== '--seed' && all[i - 1] !== '--seed');
+  console.log(`\ncommand: make chaos BENCH_ARGS='--seed ${seed} ${args.join(' ')}'`);
   if (report.broken.length > 0) process.exitCode = 1;
 }
 

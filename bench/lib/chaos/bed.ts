@@ -150,7 +150,8 @@ export async function startBed(
     });
     extensions.push(child);
     if (role === 'api') hookPorts.set(child, hookPort!);
-    await waitReady(child, 180_000);
+    // Generous: on a loaded machine a worker (type stripping, the bundle, connecting) takes minutes to start.
+    await waitReady(child, 420_000);
     return child;
   };
   const apis = await Promise.all(Array.from({ length: o.apis }, () => startOne('api')));

@@ -51,6 +51,36 @@ async function resultOf(client: Client, workflowId: string): Promise<MachineUpda
   }
 }
 
+/**
+ * The answers CAPI got that the runs' own record contradicts (by more than ANSWER_TRUTH_MS):
+ * `results` is each run's final status, or its Temporal status name when it did not complete.
+ */
+export function untrueAnswers(
+  answers: HookAnswer[],
+  results: Map<string, MachineUpdateStatus | string>,
+  aborted: Set<string>,
+): string[] {
+  const lies: string[] = [];
+  for (const a of answers) {
+    if (a.status === 'error') continue;
+    const r = results.get(a.workflowId)!;
+    const at = new Date(a.answeredAt).toISOString();
+    const doneAt =
+      typeof r === 'string' || r.phase !== 'Succeeded' ? undefined : Date.parse(r.steps.at(-1)?.completeTime ?? '');
+    if (/internal error/i.test(a.message)) lies.push(`${at} ${a.workflowId}: ${a.status} "${a.message}"`);
+    else if (a.status === 'Success' && a.retryAfterSeconds === 0) {
+      if (doneAt === undefined)
+        lies.push(`${at} ${a.workflowId}: done, but the run is ${typeof r === 'string' ? r : r.phase}`);
+      else if (doneAt > a.answeredAt + ANSWER_TRUTH_MS)
+        lies.push(`${at} ${a.workflowId}: done ${doneAt - a.answeredAt} ms before the run's last step ended`);
+    } else if (a.status === 'Success' && doneAt !== undefined && a.sentAt > doneAt + ANSWER_TRUTH_MS)
+      lies.push(`${at} ${a.workflowId}: "${a.message}" ${a.sentAt - doneAt} ms after the run succeeded`);
+    else if (a.status === 'Failure' && /aborted/.test(a.message) && !aborted.has(a.workflowId))
+      lies.push(`${at} ${a.workflowId}: "${a.message}" but nobody aborted it`);
+  }
+  return lies;
+}
+
 export async function checkInvariants(o: InvariantInput): Promise<Invariants> {
   const out: Invariants = {};
   const nodes = new Map<string, V1Node>();
@@ -86,25 +116,7 @@ export async function checkInvariants(o: InvariantInput): Promise<Invariants> {
   // no answer is an internal error; `aborted` only for a spec an abort or a newer spec ended.
   const results = new Map<string, MachineUpdateStatus | string>();
   for (const id of new Set(o.answers.map((a) => a.workflowId))) results.set(id, await resultOf(o.client, id));
-  const lies: string[] = [];
-  for (const a of o.answers) {
-    if (a.status === 'error') continue;
-    const r = results.get(a.workflowId)!;
-    const at = new Date(a.answeredAt).toISOString();
-    const doneAt =
-      typeof r === 'string' || r.phase !== 'Succeeded' ? undefined : Date.parse(r.steps.at(-1)?.completeTime ?? '');
-    if (/internal error/i.test(a.message)) lies.push(`${at} ${a.workflowId}: ${a.status} "${a.message}"`);
-    else if (a.status === 'Success' && a.retryAfterSeconds === 0) {
-      if (doneAt === undefined)
-        lies.push(`${at} ${a.workflowId}: done, but the run is ${typeof r === 'string' ? r : r.phase}`);
-      else if (doneAt > a.answeredAt + ANSWER_TRUTH_MS)
-        lies.push(`${at} ${a.workflowId}: done ${doneAt - a.answeredAt} ms before the run's last step ended`);
-    } else if (a.status === 'Success' && doneAt !== undefined && a.sentAt > doneAt + ANSWER_TRUTH_MS)
-      lies.push(`${at} ${a.workflowId}: "${a.message}" ${a.sentAt - doneAt} ms after the run succeeded`);
-    else if (a.status === 'Failure' && /aborted/.test(a.message) && !o.aborted.has(a.workflowId))
-      lies.push(`${at} ${a.workflowId}: "${a.message}" but nobody aborted it`);
-  }
-  out['hook answers true to the state within 10 s'] = lies;
+  out['hook answers true to the state within 10 s'] = untrueAnswers(o.answers, results, o.aborted);
 
   // Every run closed, or the slots workflow waiting with nobody in line; no failed workflow task; short histories.
   const unsettled: string[] = [];

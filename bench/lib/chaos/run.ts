@@ -53,6 +53,11 @@ export interface ChaosReport {
   worstLatencyOtherwiseMs: number;
   answers: number;
   callErrors: number;
+  /** Most updates past the queue at once (slots query, sampled) and most node upgrades open at once (the agent). */
+  maxHolders: number;
+  maxOpenRequests: number;
+  /** NodeUpgradeRequests the agent answered Failed (agent-fails-once faults that found their request). */
+  agentFailures: number;
   invariants: Invariants;
   broken: [string, string[]][];
   durationMs: number;
@@ -231,6 +236,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       worstLatencyOtherwiseMs: latency((a) => !a.duringFault),
       answers: player.answers.length,
       callErrors: player.answers.filter((a) => a.status === 'error').length,
+      maxHolders,
+      maxOpenRequests: agent.maxPending,
+      agentFailures: agentFailed.length,
       invariants,
       broken: broken(invariants),
       durationMs: Date.now() - started,
@@ -254,6 +262,8 @@ export function formatReport(r: ChaosReport): string[] {
     `converged                   ${r.converged ? `yes, ${s(r.convergeAfterLastFaultMs)} after the last fault ended (target ≤ 120 s)` : 'NO'}`,
     `worst hook answer latency   ${s(r.worstLatencyDuringFaultsMs)} during faults, ${s(r.worstLatencyOtherwiseMs)} otherwise`,
     `hook calls                  ${r.answers}, ${r.callErrors} without an answer (api killed, timed out)`,
+    `most past the queue         ${r.maxHolders} updates, ${r.maxOpenRequests} node upgrades open at once`,
+    `agent failures taken        ${r.agentFailures}`,
     `run                         ${s(r.durationMs)}`,
     'invariants:',
     ...Object.entries(r.invariants).flatMap(([name, cases]) => [
