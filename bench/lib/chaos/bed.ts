@@ -172,7 +172,17 @@ export async function startBed(
       victim.child.kill('SIGKILL');
       await new Promise<void>((r) => (alive(victim) ? victim.child.once('exit', () => r()) : r()));
       await sleep(pauseMs);
-      list[list.indexOf(victim)] = await startOne(role);
+      // As a Deployment does: a replacement that exits while starting (a worker cannot reach a
+      // Temporal that is down, and exits) is started again, after a growing pause.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          list[list.indexOf(victim)] = await startOne(role);
+          return;
+        } catch (err) {
+          if (attempt >= 8 || !String(err).includes('exited')) throw err;
+          await sleep(Math.min(30_000, 2_000 * 2 ** (attempt - 1)));
+        }
+      }
     },
     async killTemporalAndRestart(pauseMs) {
       process.kill(temporal!.pid, 'SIGKILL');

@@ -3,8 +3,9 @@
 // ready, the API server continued, the PDB gone). A kind never overlaps itself: a
 // fault of a kind still active waits for it (a Temporal cannot be killed while down).
 import { PolicyV1Api } from '@kubernetes/client-node';
-import { Client, Connection } from '@temporalio/client';
-import { abortSignal } from '../../../src/workflows/messages.ts';
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import { machineUpdateSlotsWorkflowId } from '../../../src/model/machine-update.ts';
+import { abortSignal, slotsAbortSignal } from '../../../src/workflows/messages.ts';
 import { podDisruptionBudget, type TestGroup, workloadApi } from '../../../support/testbed-fixtures.ts';
 import type { Bed } from './bed.ts';
 import type { CapiPlayer } from './capi-player.ts';
@@ -40,6 +41,21 @@ function inFlight(player: CapiPlayer): number[] {
   return busy.length > 0 ? busy : player.generation.map((_, i) => i);
 }
 
+/** Calls `call` until it succeeds or fails with `done` (exists already, gone already), for at most 3 minutes. */
+async function untilAnswered(call: () => Promise<unknown>, done: number): Promise<void> {
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    try {
+      await call();
+      return;
+    } catch (err) {
+      if ((err as { code?: number }).code === done) return;
+      if (Date.now() > deadline) throw err;
+      await sleep(1000);
+    }
+  }
+}
+
 const pickOf = <T>(xs: T[], pick: number): T => xs[Math.floor(pick * xs.length)]!;
 
 async function abortMachineUpdate(ctx: FaultContext, workflowId: string): Promise<void> {
@@ -47,7 +63,18 @@ async function abortMachineUpdate(ctx: FaultContext, workflowId: string): Promis
   const connection = await Connection.connect({ address: ctx.bed.temporalAddress, connectTimeout: 5000 });
   try {
     const client = new Client({ connection, namespace: ctx.bed.temporalNamespace });
-    await client.workflow.getHandle(workflowId).signal(abortSignal, { reason: 'chaos: operator abort' });
+    const reason = 'chaos: operator abort';
+    await client.workflow
+      .getHandle(workflowId)
+      .signal(abortSignal, { reason })
+      .catch(async (err: unknown) => {
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+        // Still in line: no run to signal yet; the slots workflow aborts it by name (docs/in-place-updates.md).
+        const { namespace, cluster } = ctx.player.o;
+        await client.workflow
+          .getHandle(machineUpdateSlotsWorkflowId({ namespace, name: cluster }))
+          .signal(slotsAbortSignal, { workflowId, reason });
+      });
   } finally {
     await connection.close();
   }
@@ -78,22 +105,12 @@ const RUN: Record<FaultKind, (ctx: FaultContext, f: PlannedFault) => Promise<str
     const policy = workloadApi().kc.makeApiClient(PolicyV1Api);
     const name = `chaos-pdb-${f.n}`;
     const namespace = ctx.group.name;
-    // maxUnavailable 0: no eviction of the covered pods is allowed while it is there.
-    await policy.createNamespacedPodDisruptionBudget({
-      namespace,
-      body: podDisruptionBudget(ctx.group, name, ctx.pdbSelector, { maxUnavailable: 0 }),
-    });
+    // maxUnavailable 0: no eviction of the covered pods is allowed while it is there. Created and
+    // deleted again until the API server answers (another fault may have it stopped).
+    const body = podDisruptionBudget(ctx.group, name, ctx.pdbSelector, { maxUnavailable: 0 });
+    await untilAnswered(() => policy.createNamespacedPodDisruptionBudget({ namespace, body }), 409);
     await sleep(f.pauseMs);
-    for (;;) {
-      try {
-        await policy.deleteNamespacedPodDisruptionBudget({ name, namespace });
-        break;
-      } catch (err) {
-        // Gone already is done; anything else (the API server stopped meanwhile): again.
-        if ((err as { code?: number }).code === 404) break;
-        await sleep(1000);
-      }
-    }
+    await untilAnswered(() => policy.deleteNamespacedPodDisruptionBudget({ name, namespace }), 404);
     return `PodDisruptionBudget ${namespace}/${name}`;
   },
   'agent-fails-once': async (ctx, f) => {
