@@ -7,7 +7,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 JEST := node --experimental-vm-modules --no-warnings=ExperimentalWarning node_modules/jest/bin/jest.js
 
-.PHONY: help dev test release test-unit test-workflow test-e2e test-integration test-capi test-production lint build bundle bench bench-fleet bench-vs-go bench-machine-updates clean check-fresh
+.PHONY: help dev test release test-unit test-workflow test-e2e test-integration test-capi test-production lint build bundle bench bench-fleet bench-vs-go bench-machine-updates chaos clean check-fresh
 
 help:
 	@echo "make dev        run Temporal dev server + worker + HTTPS hook server (Ctrl-C stops all)"
@@ -21,6 +21,7 @@ help:
 	@echo "make bench-fleet  500 clusters' hooks at 100 req/s against api, worker and Temporal as separate processes (BENCH_ARGS='--clusters 500 --rate 100'; '--profile 10k --temporal production': 10,000 upgrades polled at 1,000 req/s on Temporal's services and PostgreSQL)"
 	@echo "make bench-vs-go  GenerateUpgradePlan: ours vs Cluster API's Go test extension, same client (BENCH_ARGS='--duration 10 --concurrency 32')"
 	@echo "make bench-machine-updates  200 KWOK nodes updated in place, limit 20 (BENCH_ARGS='--nodes 200 --limit 20 --delay 15')"
+	@echo "make chaos     100 seeded random faults through in-place updates of 50 KWOK nodes, then invariants (BENCH_ARGS='--seed 42 --faults 100 --max-minutes 45 --nodes 50 --limit 5')"
 
 dev:
 	@source scripts/env.sh && exec node --disable-warning=ExperimentalWarning src/local/dev.ts
@@ -61,6 +62,9 @@ bench-vs-go:
 
 bench-machine-updates:
 	@source scripts/env.sh --testbed && node --disable-warning=ExperimentalWarning bench/machine-updates.ts $(BENCH_ARGS)
+
+chaos:
+	@source scripts/env.sh --testbed && node --disable-warning=ExperimentalWarning bench/chaos.ts $(BENCH_ARGS)
 
 clean:
 	rm -rf dist coverage .data

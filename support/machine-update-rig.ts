@@ -88,6 +88,10 @@ export interface StandInAgent {
   seen: Map<string, number>;
   /** Each node's requests, by uid: a request deleted and made again counts twice. */
   byNode: Map<string, Set<string>>;
+  /** The same by `<node>@<kubernetesVersion>` (one desired spec's upgrades of one node). */
+  byNodeVersion: Map<string, Set<string>>;
+  /** Requests answered Failed (see `fails`). */
+  failed: Set<string>;
   /** Requests answered. */
   answered: Set<string>;
   /** Most requests waiting for an answer at one time. */
@@ -108,6 +112,8 @@ export function startStandInAgent(
   checkMs = 100,
   /** Where the requests are: `workload` (delegate: an agent) or `management` (a node upgrader). */
   requestsIn: 'workload' | 'management' = 'workload',
+  /** When it says so for a due request, the agent answers Failed and leaves the node as it was. */
+  fails: (req: NodeUpgradeRequest) => boolean = () => false,
 ): StandInAgent {
   const wl = workloadApi();
   const at = requestsIn === 'workload' ? wl : managementApi();
@@ -117,6 +123,8 @@ export function startStandInAgent(
   const agent: StandInAgent = {
     seen: new Map(),
     byNode: new Map(),
+    byNodeVersion: new Map(),
+    failed: new Set(),
     answered: new Set(),
     maxPending: 0,
     stop: async () => {},
@@ -143,6 +151,10 @@ export function startStandInAgent(
           const uids = agent.byNode.get(req.spec.nodeName) ?? new Set<string>();
           if (req.metadata.uid) uids.add(req.metadata.uid);
           agent.byNode.set(req.spec.nodeName, uids);
+          const key = `${req.spec.nodeName}@${req.spec.kubernetesVersion}`;
+          const forVersion = agent.byNodeVersion.get(key) ?? new Set<string>();
+          if (req.metadata.uid) forVersion.add(req.metadata.uid);
+          agent.byNodeVersion.set(key, forVersion);
           if (!agent.answered.has(name)) pending.set(name, req);
         },
         // Ended (the server closes watches now and then): open it again; ADDED replays what exists.
@@ -164,21 +176,23 @@ export function startStandInAgent(
         due.map(async (req) => {
           const name = req.metadata.name;
           try {
-            await setKubeletVersion(wl.core, req.spec.nodeName, req.spec.kubernetesVersion);
+            const failing = fails(req);
+            if (!failing) await setKubeletVersion(wl.core, req.spec.nodeName, req.spec.kubernetesVersion);
             await custom.patchNamespacedCustomObjectStatus(
               {
                 ...ref,
                 name,
                 body: {
                   status: {
-                    phase: 'Succeeded',
-                    message: 'upgraded by the stand-in agent',
+                    phase: failing ? 'Failed' : 'Succeeded',
+                    message: failing ? 'failed by the stand-in agent' : 'upgraded by the stand-in agent',
                     observedGeneration: req.metadata.generation ?? 1,
                   },
                 },
               },
               mergePatch,
             );
+            if (failing) agent.failed.add(name);
             agent.answered.add(name);
             pending.delete(name);
           } catch {
