@@ -12,7 +12,7 @@
 // The same --seed replays the same schedule (kinds, times, pauses, targets).
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { formatReport, runChaos } from './lib/chaos/run.ts';
+import { formatReport, runChaos } from '../support/chaos/run.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 

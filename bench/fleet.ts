@@ -19,7 +19,7 @@
 // link) under the same driver: "before" and "after" figures from one script. BENCH_NODE_FLAGS
 // replaces the image's NODE_OPTIONS for both processes.
 //
-// It starts its own stack (bench/lib/stack.ts): a Temporal dev server, the
+// It starts its own stack (support/stack.ts): a Temporal dev server, the
 // worker (ROLE=worker) and the hook server (ROLE=api) as three processes on
 // free loopback ports, both ours run from main.js compiled from src/ as the image is, with the image's Node
 // options and a prebuilt workflow bundle. It creates N upgrades by sending
@@ -91,7 +91,7 @@ import {
   type Target as ClassTarget,
 } from './lib/fleet-report.ts';
 import { memoryBreakdown } from './lib/fleet-profile.ts';
-import { benchNodeFlags, startStack, type Stack } from './lib/stack.ts';
+import { benchNodeFlags, startStack, type Stack } from '../support/stack.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TASK_QUEUE = 'bench-fleet';

@@ -20,7 +20,7 @@ import { HOOKS_PATH_PREFIX, defaultHandlerName, type HookName } from '../src/api
 import { hookPath } from '../src/api/hook-route.ts';
 import { sampleRequest } from '../support/capi-fixtures.ts';
 import { chainedPlanRequestBody, postHook } from './lib/hook-client.ts';
-import { startBenchHookServer, writeServingCertificate } from './lib/hook-server.ts';
+import { startBenchHookServer, writeServingCertificate } from '../support/hook-server.ts';
 import { closedLoop } from './lib/load.ts';
 import { formatMs, machineLine, numberOption, percentile, runMain, table } from './lib/report.ts';
 

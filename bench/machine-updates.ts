@@ -38,7 +38,7 @@ import { machineUpdateSlotsWorkflowId, type MachineUpdateStatus } from '../src/m
 import { imageNodeOptions } from '../support/image-env.ts';
 import { memoryBreakdown } from './lib/fleet-profile.ts';
 import { cpuByCommand, memoryOf, MemorySampler } from './lib/proc.ts';
-import { buildExtension, end, freePorts, spawnExtension, waitReady } from './lib/stack.ts';
+import { buildExtension, end, freePorts, spawnExtension, waitReady } from '../support/stack.ts';
 
 const execFileAsync = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));

@@ -37,7 +37,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { HOOKS_PATH_PREFIX } from '../src/api/contract.ts';
 import { chainedPlanRequestBody, postHook, type Target } from './lib/hook-client.ts';
-import { startBenchHookServer, writeServingCertificate } from './lib/hook-server.ts';
+import { startBenchHookServer, writeServingCertificate } from '../support/hook-server.ts';
 import { closedLoop, type Phase } from './lib/load.ts';
 import { formatMs, machineLine, numberOption, percentile, runMain, table } from './lib/report.ts';
 import { cpuSecondsOf, memoryOf } from './lib/proc.ts';

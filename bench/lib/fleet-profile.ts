@@ -5,7 +5,7 @@
 import { availableParallelism } from 'node:os';
 import { table } from './report.ts';
 import { residentBreakdownOf } from './proc.ts';
-import type { ExtensionChild } from './stack.ts';
+import type { ExtensionChild } from '../../support/stack.ts';
 
 /** What a class spent, as the CPU table needs it. */
 export interface ClassCpu {

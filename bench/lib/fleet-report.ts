@@ -8,7 +8,7 @@ import type { Phase } from './load.ts';
 import { formatMs, percentile, table } from './report.ts';
 import { breakdownTable, cpuTable, type ClassCpu, type MemoryBreakdown } from './fleet-profile.ts';
 import { cpuSecondsOf, threadCpuOf, treeCpuSecondsOf, type MemorySampler } from './proc.ts';
-import { frontendRequests, type FrontendCalls, type Stack } from './stack.ts';
+import { frontendRequests, type FrontendCalls, type Stack } from '../../support/stack.ts';
 
 /** Returns a problem with a Success answer's body, or undefined when it is what the class expects. */
 export type Expectation = (response: Record<string, unknown>) => string | undefined;

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { defaultHandlerName } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
-import { callHook } from '../support/capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import { CapiTierClient, type Condition } from '../support/capi-cluster.ts';
 import { sampleRequest } from '../../support/capi-fixtures.ts';
 import { requireEnv } from '../support/services.ts';

@@ -10,7 +10,7 @@ import { HOOKS_API_VERSION } from '../../src/api/contract.ts';
 import { REFUSAL_LOG_LINES } from '../../src/api/client-refusals.ts';
 import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
 import { hookClientsRefused } from '../../src/ops/metrics.ts';
-import { callHook, type CallOptions } from '../support/capi-client.ts';
+import { callHook, type CallOptions } from '../../support/capi-client.ts';
 import { CAPI_CORE_CLIENT_SUBJECT, testPki } from '../support/pki.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 import { waitFor } from '../support/wait.ts';

@@ -17,7 +17,7 @@ import { defaultHandlerName } from '../../src/api/contract.ts';
 import { hookPath, UNAVAILABLE_MESSAGE } from '../../src/api/hook-route.ts';
 import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
 import { testPki } from '../support/pki.ts';
-import { callHook } from '../support/capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import { sampleRequest } from '../../support/capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 

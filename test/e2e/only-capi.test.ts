@@ -14,7 +14,7 @@ import { Client, Connection } from '@temporalio/client';
 import { parseAllDocuments } from 'yaml';
 import { defaultHandlerName } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
-import { callHook, type CallOptions } from '../support/capi-client.ts';
+import { callHook, type CallOptions } from '../../support/capi-client.ts';
 import { sampleRequest } from '../../support/capi-fixtures.ts';
 import { startExtensionProcess, type ExtensionProcess } from '../support/extension-process.ts';
 import { testPki } from '../support/pki.ts';

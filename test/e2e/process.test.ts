@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { HOOKS_API_VERSION } from '../../src/api/contract.ts';
 import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
 import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
-import { callHook } from '../support/capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import { cluster, sampleRequest } from '../../support/capi-fixtures.ts';
 import { testPki } from '../support/pki.ts';
 import { freePorts, startExtensionProcess, type ExtensionProcess } from '../support/extension-process.ts';

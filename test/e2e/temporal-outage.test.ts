@@ -14,7 +14,7 @@ import { requestChecksOff } from '../../src/api/request-checks.ts';
 import { defaultHandlerName, type HookName } from '../../src/api/contract.ts';
 import { hookPath, UNAVAILABLE_MESSAGE } from '../../src/api/hook-route.ts';
 import { startDevServer, type DevServer } from '../../src/local/temporal-dev-server.ts';
-import { callHook } from '../support/capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import { sampleRequest } from '../../support/capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 import { waitFor } from '../support/wait.ts';

@@ -8,7 +8,7 @@ import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { callHook } from '../support/capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import { sampleRequest } from '../../support/capi-fixtures.ts';
 import { startExtensionProcess, type ExtensionProcess } from '../support/extension-process.ts';
 import { testPki } from '../support/pki.ts';

@@ -14,7 +14,7 @@ import { requestChecksOff } from '../../src/api/request-checks.ts';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
-import { callHook } from '../support/capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import { cluster as clusterRequest } from '../../support/capi-fixtures.ts';
 import {
   capiCluster,

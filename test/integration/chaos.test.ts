@@ -4,7 +4,7 @@
 // not be). Every invariant must hold; a broken one prints its cases.
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { formatReport, runChaos } from '../../bench/lib/chaos/run.ts';
+import { formatReport, runChaos } from '../../support/chaos/run.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** Its 10 faults draw every kind (schedule.ts), the API server stopped twice and the PDB twice. */

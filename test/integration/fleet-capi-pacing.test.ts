@@ -23,7 +23,7 @@ import {
   type FleetRolloutMemo,
   type FleetRolloutStatus,
 } from '../../src/model/fleet-rollout.ts';
-import { callHook } from '../support/capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import {
   capiCluster,
   createCapiObject,

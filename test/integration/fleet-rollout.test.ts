@@ -18,7 +18,7 @@ import {
   type FleetRolloutInput,
   type FleetRolloutStatus,
 } from '../../src/model/fleet-rollout.ts';
-import { callHook } from '../support/capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import {
   capiCluster,
   createCapiObject,

@@ -7,7 +7,7 @@ import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts
 import { hookPath } from '../../src/api/hook-route.ts';
 import { createNodeAgentCheck, nodeAgentLeaseName } from '../../src/api/node-agents.ts';
 import { managementKubeConfig } from '../../src/activities/kube.ts';
-import { callHook } from '../support/capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import { infrastructureMachine, kubeadmConfig, machine, machineSet, template } from '../../support/capi-fixtures.ts';
 import {
   createKubeconfigSecret,

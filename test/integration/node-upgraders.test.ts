@@ -15,7 +15,7 @@ import {
 import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../../src/model/machine-update.ts';
 import { decodeJsonPatch, type JsonPatch } from '../../src/domain/in-place.ts';
 import { managementKubeConfig } from '../../src/activities/kube.ts';
-import { callHook } from '../support/capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import { infrastructureMachine, kubeadmConfig, machine, machineSet, template } from '../../support/capi-fixtures.ts';
 import { managementApi, testbed, testGroup } from '../../support/testbed-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';

@@ -28,7 +28,7 @@ import {
 import { specHash } from '../../src/domain/in-place.ts';
 import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
 import { machineUpdateSlotsWorkflowId, machineUpdateWorkflowId } from '../../src/model/machine-update.ts';
-import { callHook } from '../support/capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import * as capi from '../../support/capi-fixtures.ts';
 import {
   CAPI_API_VERSION,

@@ -14,7 +14,7 @@ import { temporal } from '@temporalio/proto';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
-import { callHook } from '../support/capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import { Watch } from '@kubernetes/client-node';
 import { machineUpdateWorkflowId } from '../../src/model/machine-update.ts';
 import { specHash } from '../../src/domain/in-place.ts';

@@ -27,7 +27,7 @@ import {
   kubeadmConfig,
   machine,
 } from '../../support/capi-fixtures.ts';
-import { callHook } from './capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import { startTestHookServer, type TestHookServer } from './hook-server.ts';
 import { createTestWorker, testClient } from './temporal.ts';
 

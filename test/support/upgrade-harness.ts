@@ -27,7 +27,7 @@ import {
 import type { AlertActivities, AlertCheckInput } from '../../src/activities/alert-types.ts';
 import type { AlertReport } from '../../src/model/alerts.ts';
 import { expect } from '@jest/globals';
-import { callHook } from './capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import { cluster } from '../../support/capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from './hook-server.ts';
 import { createTestWorker, testClient } from './temporal.ts';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
-import type { HookAnswer } from '../../bench/lib/chaos/capi-player.ts';
-import { untrueAnswers } from '../../bench/lib/chaos/invariants.ts';
-import { FAULT_KINDS, planFaults } from '../../bench/lib/chaos/schedule.ts';
+import type { HookAnswer } from '../../support/chaos/capi-player.ts';
+import { untrueAnswers } from '../../support/chaos/invariants.ts';
+import { FAULT_KINDS, planFaults } from '../../support/chaos/schedule.ts';
 import type { MachineUpdateStatus } from '../../src/model/machine-update.ts';
 
 describe('the chaos schedule', () => {

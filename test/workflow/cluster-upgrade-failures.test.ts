@@ -22,7 +22,7 @@ import {
   type HookAnswer,
   type UpgradeHarness,
 } from '../support/upgrade-harness.ts';
-import { callHook } from '../support/capi-client.ts';
+import { callHook } from '../../support/capi-client.ts';
 import { cluster } from '../../support/capi-fixtures.ts';
 import { startTestHookServer } from '../support/hook-server.ts';
 import { createTestWorker, testClient } from '../support/temporal.ts';

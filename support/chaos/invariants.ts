@@ -3,14 +3,14 @@
 import { BatchV1Api, CustomObjectsApi, type V1Node } from '@kubernetes/client-node';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { MANAGED_BY_SELECTOR } from '../../../src/activities/machine-update-common.ts';
+import { MANAGED_BY_SELECTOR } from '../../src/activities/machine-update-common.ts';
 import {
   NODE_UPGRADE_GROUP,
   NODE_UPGRADE_PLURAL,
   NODE_UPGRADE_VERSION,
-} from '../../../src/activities/executors/node-upgrade-request.ts';
-import type { MachineUpdateStatus } from '../../../src/model/machine-update.ts';
-import type { WorkloadApi } from '../../../support/testbed-fixtures.ts';
+} from '../../src/activities/executors/node-upgrade-request.ts';
+import type { MachineUpdateStatus } from '../../src/model/machine-update.ts';
+import type { WorkloadApi } from '../testbed-fixtures.ts';
 import type { HookAnswer } from './capi-player.ts';
 
 const EventType = proto.temporal.api.enums.v1.EventType;

@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AppsV1Api } from '@kubernetes/client-node';
 import { Client, Connection } from '@temporalio/client';
-import { ensureNodeUpgradeRequestCrd } from '../../../src/activities/executors/delegate.ts';
-import { machineUpdateSlotsWorkflowId } from '../../../src/model/machine-update.ts';
-import { machineUpdateSlotsQuery } from '../../../src/workflows/messages.ts';
+import { ensureNodeUpgradeRequestCrd } from '../../src/activities/executors/delegate.ts';
+import { machineUpdateSlotsWorkflowId } from '../../src/model/machine-update.ts';
+import { machineUpdateSlotsQuery } from '../../src/workflows/messages.ts';
 import { startBed, type Bed } from './bed.ts';
 import { CapiPlayer, versionOf, type HookAnswer } from './capi-player.ts';
 import { FaultRunner, type FaultResult } from './faults.ts';
@@ -89,8 +89,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     );
     // The fixtures read the test bed from TESTBED_STATE on first use: this run's own one.
     process.env.TESTBED_STATE = bed.testbedState;
-    const fixtures = await import('../../../support/testbed-fixtures.ts');
-    const rigModule = await import('../../../support/machine-update-rig.ts');
+    const fixtures = await import('../testbed-fixtures.ts');
+    const rigModule = await import('../machine-update-rig.ts');
     const wl = fixtures.workloadApi();
     const group = fixtures.testGroup('chaos');
     const rig = await rigModule.createMachineUpdateRig(group, o.nodes);

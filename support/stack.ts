@@ -10,9 +10,9 @@ import { chmodSync, copyFileSync, cpSync, mkdtempSync, openSync, rmSync, symlink
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort, startDevServer, type DevServer } from '../../src/local/temporal-dev-server.ts';
-import { startProductionTemporal, type ProductionTemporal } from '../../src/local/temporal-production.ts';
-import { imageMemoryEnv, imageNodeOptions } from '../../support/image-env.ts';
+import { freePort, startDevServer, type DevServer } from '../src/local/temporal-dev-server.ts';
+import { startProductionTemporal, type ProductionTemporal } from '../src/local/temporal-production.ts';
+import { imageMemoryEnv, imageNodeOptions } from './image-env.ts';
 import { writeServingCertificate } from './hook-server.ts';
 
 const execFileAsync = promisify(execFile);

@@ -4,12 +4,12 @@
 // after a second when the call itself fails; done on `retryAfterSeconds: 0`. A Machine's
 // desired spec is its version: a newer one (v1.31.15 → .16 → …) is a new desired spec.
 // Every answer is recorded, with when it was sent and got, for the invariants.
-import { defaultHandlerName, HOOKS_API_VERSION } from '../../../src/api/contract.ts';
-import { hookPath } from '../../../src/api/hook-route.ts';
-import { specHash } from '../../../src/domain/in-place.ts';
-import { machineUpdateWorkflowId } from '../../../src/model/machine-update.ts';
-import { infrastructureMachine, machine as machineObject } from '../../../support/capi-fixtures.ts';
-import { callHook } from '../../../test/support/capi-client.ts';
+import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
+import { hookPath } from '../../src/api/hook-route.ts';
+import { specHash } from '../../src/domain/in-place.ts';
+import { machineUpdateWorkflowId } from '../../src/model/machine-update.ts';
+import { infrastructureMachine, machine as machineObject } from '../capi-fixtures.ts';
+import { callHook } from '../capi-client.ts';
 
 export interface HookAnswer {
   machine: number;

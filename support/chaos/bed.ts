@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { startDevServer, type DevServer } from '../../../src/local/temporal-dev-server.ts';
+import { startDevServer, type DevServer } from '../../src/local/temporal-dev-server.ts';
 import { writeServingCertificate } from '../hook-server.ts';
 import { end, freePorts, spawnExtension, waitReady, type ExtensionChild } from '../stack.ts';
 

@@ -4,9 +4,9 @@
 // fault of a kind still active waits for it (a Temporal cannot be killed while down).
 import { PolicyV1Api } from '@kubernetes/client-node';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import { machineUpdateSlotsWorkflowId } from '../../../src/model/machine-update.ts';
-import { abortSignal, slotsAbortSignal } from '../../../src/workflows/messages.ts';
-import { podDisruptionBudget, type TestGroup, workloadApi } from '../../../support/testbed-fixtures.ts';
+import { machineUpdateSlotsWorkflowId } from '../../src/model/machine-update.ts';
+import { abortSignal, slotsAbortSignal } from '../../src/workflows/messages.ts';
+import { podDisruptionBudget, type TestGroup, workloadApi } from '../testbed-fixtures.ts';
 import type { Bed } from './bed.ts';
 import type { CapiPlayer } from './capi-player.ts';
 import type { FaultKind, PlannedFault } from './schedule.ts';

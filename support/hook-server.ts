@@ -2,13 +2,13 @@
 // serving certificate it (and controller-runtime's webhook server) reads.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HookRegistry } from '../../src/api/registry.ts';
-import { noInPlaceHandlers } from '../../src/api/routes/in-place.ts';
-import { nonBlockingLifecycleHandlers } from '../../src/api/routes/lifecycle.ts';
-import { upgradePlanHandlers } from '../../src/api/routes/upgrade-plan.ts';
-import { startHookServer, type HookServer } from '../../src/api/server.ts';
-import { parseConfig } from '../../src/config/index.ts';
-import { createCertificateAuthority, issueCertificate } from '../../src/local/certs.ts';
+import { HookRegistry } from '../src/api/registry.ts';
+import { noInPlaceHandlers } from '../src/api/routes/in-place.ts';
+import { nonBlockingLifecycleHandlers } from '../src/api/routes/lifecycle.ts';
+import { upgradePlanHandlers } from '../src/api/routes/upgrade-plan.ts';
+import { startHookServer, type HookServer } from '../src/api/server.ts';
+import { parseConfig } from '../src/config/index.ts';
+import { createCertificateAuthority, issueCertificate } from '../src/local/certs.ts';
 
 /**
  * Writes `tls.crt`/`tls.key` for 127.0.0.1 and localhost into `dir` (the
