@@ -201,6 +201,8 @@ patch_sources() {
 		return -1, pkgerrors.Errorf("no more free ports in the %d-%d range", m.minPort, m.maxPort)\
 	}\
 	m.portIndex = port' "$f"
+  # github.com/pkg/errors is imported as pkgerrors from v1.14, as errors before.
+  grep -q 'pkgerrors "github.com/pkg/errors"' "$f" || sed -i 's/return -1, pkgerrors.Errorf(/return -1, errors.Errorf(/' "$f"
   n="$(grep -c '127.0.0.1' "$f" || true)"
   [ "$n" = 4 ] || die "cannot patch CAPD's in-memory server (expected 4 loopback edits, got $n)"
   ! grep -q 'net.Listen("tcp", fmt.Sprintf(":%d"' "$f" || die "CAPD's in-memory server still listens on all interfaces"
