@@ -20,6 +20,15 @@ export const alertPolicyKeys = {
   silenceDuration: key('alertSilenceDuration', 'alert-silence-duration'),
 } as const;
 
+/**
+ * Settings-only: the base URLs (comma-separated) a Cluster annotation may choose for
+ * `alert-prometheus-url` or `alertmanager-url`, besides the settings' own URLs. The worker sends
+ * requests (and the platform's token) wherever these point, so a tenant who may annotate a
+ * Cluster must never be able to name an address of their own choosing (SSRF).
+ */
+export const ALERT_ALLOWED_URLS_SETTING = 'alertAllowedUrls';
+const MAX_ALLOWED_URLS = 32;
+
 export const DEFAULT_ALERT_IGNORE = ['Watchdog', 'InfoInhibitor'];
 export const DEFAULT_ALERT_HOLD_TIMEOUT_MS = 60 * 60_000;
 export const DEFAULT_SILENCE_DURATION_MS = 2 * 60 * 60_000;
@@ -80,6 +89,29 @@ export function parseObjectKeyRef(
 
 class AlertPolicyError extends Error {}
 
+/** The URLs an annotation may name: both settings' URLs and the allow-list setting's. */
+function allowedAnnotationUrls(settings: PolicySources['settings']): Set<string> {
+  const allowed = new Set<string>();
+  const name = `setting ${ALERT_ALLOWED_URLS_SETTING}`;
+  const listed = (settings?.[ALERT_ALLOWED_URLS_SETTING] ?? '')
+    .split(',')
+    .map((u) => u.trim())
+    .filter(Boolean);
+  if (listed.length > MAX_ALLOWED_URLS) throw new AlertPolicyError(`${name}: at most ${MAX_ALLOWED_URLS} URLs`);
+  for (const text of [
+    ...listed,
+    settings?.[alertPolicyKeys.prometheusUrl.setting]?.trim() ?? '',
+    settings?.[alertPolicyKeys.alertmanagerUrl.setting]?.trim() ?? '',
+  ]) {
+    if (text === '') continue;
+    const parsed = parseAlertUrl(text);
+    // The settings' own URLs are reported by their own keys below.
+    if (parsed.ok) allowed.add(parsed.value);
+    else if (listed.includes(text)) throw new AlertPolicyError(`${name}: ${JSON.stringify(text)}: ${parsed.reason}`);
+  }
+  return allowed;
+}
+
 /** The alert policy, or undefined when neither URL is set (the gate and silences are off). */
 export function resolveAlertPolicy(
   sources: PolicySources,
@@ -98,8 +130,16 @@ export function resolveAlertPolicy(
     return ms > max ? bad(`must be at most ${max / 3_600_000}h`) : { ok: true as const, value: ms };
   };
   try {
-    const prometheusUrl = read(alertPolicyKeys.prometheusUrl, parseAlertUrl);
-    const alertmanagerUrl = read(alertPolicyKeys.alertmanagerUrl, parseAlertUrl);
+    const allowed = allowedAnnotationUrls(sources.settings);
+    const url = (v: string, fromAnnotation: boolean): Parsed<string> => {
+      const parsed = parseAlertUrl(v);
+      if (!parsed.ok || !fromAnnotation || allowed.has(parsed.value)) return parsed;
+      return bad(
+        `an annotation may only name a URL the ExtensionConfig allows (alertPrometheusUrl, alertmanagerUrl or ${ALERT_ALLOWED_URLS_SETTING})`,
+      );
+    };
+    const prometheusUrl = read(alertPolicyKeys.prometheusUrl, url);
+    const alertmanagerUrl = read(alertPolicyKeys.alertmanagerUrl, url);
     if (prometheusUrl === undefined && alertmanagerUrl === undefined) return { ok: true, policy: undefined };
     const policy: AlertPolicy = {
       firingOnly: true,
@@ -118,6 +158,14 @@ export function resolveAlertPolicy(
     const ca = read(alertPolicyKeys.ca, (v, fromAnnotation) =>
       parseObjectKeyRef(v, { fromAnnotation, kinds: ['Secret', 'ConfigMap'] }),
     );
+    // The platform's token (named by the setting) is sent only to a server the platform's CA
+    // vouches for: an annotation's CA would let whoever wrote it stand in for that server.
+    const caSource = lookupPolicy(sources, alertPolicyKeys.ca);
+    const tokenSource = lookupPolicy(sources, alertPolicyKeys.tokenSecret);
+    if (caSource?.name.startsWith('annotation ') && tokenSource?.name.startsWith('setting '))
+      throw new AlertPolicyError(
+        `${caSource.name}=${JSON.stringify(caSource.value)}: an annotation may not replace the CA while the token comes from ${tokenSource.name}`,
+      );
     if (ca) policy.ca = ca;
     const filter = read(alertPolicyKeys.filter, (v) => {
       const problem = checkAlertFilter(v);

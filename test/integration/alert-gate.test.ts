@@ -201,7 +201,11 @@ describe('silences against a real Alertmanager', () => {
 
 describe('silences of a running upgrade against a real Alertmanager', () => {
   it('opens one for the control-plane step, expires it when the step ends, and the next one on abort', async () => {
-    const h = await startUpgradeHarness({ activities });
+    // The platform allows this Alertmanager; the annotation chooses it.
+    const h = await startUpgradeHarness({
+      activities,
+      settings: { alertAllowedUrls: requireEnv('TEST_ALERTMANAGER_URL') },
+    });
     await h.startWorker();
     try {
       const annotations = { 'upgrades.capi-orchestrator.io/alertmanager-url': requireEnv('TEST_ALERTMANAGER_URL') };

@@ -185,6 +185,8 @@ export interface UpgradeHarness {
 export async function startUpgradeHarness(
   options: {
     env?: Record<string, string>;
+    /** ExtensionConfig spec.settings sent with every hook call. */
+    settings?: Record<string, string>;
     /** Real activities in place of stubs (e.g. the alert activities). */ activities?: Partial<AlertActivities>;
   } = {},
 ): Promise<UpgradeHarness> {
@@ -229,7 +231,13 @@ export async function startUpgradeHarness(
       const c = cluster(ref.name, ref.namespace, opts.topologyVersion ?? 'v1.33.0');
       c.metadata.uid = opts.uid ?? ref.uid;
       if (opts.annotations) c.metadata.annotations = { ...c.metadata.annotations, ...opts.annotations };
-      const body = { apiVersion: HOOKS_API_VERSION, kind: `${hook}Request`, cluster: c, ...fields };
+      const body = {
+        apiVersion: HOOKS_API_VERSION,
+        kind: `${hook}Request`,
+        ...(options.settings ? { settings: options.settings } : {}),
+        cluster: c,
+        ...fields,
+      };
       const res = await callHook<HookAnswer>(hooks.url, hookPath(hook, defaultHandlerName(hook)), body, {
         ca: hooks.ca.certPem,
         timeout: opts.timeout ?? '10s',

@@ -33,6 +33,7 @@ describe('alert policy', () => {
         alertHoldTimeout: '2h',
         alertTokenSecret: 'monitoring/prom-token/token',
         alertCa: 'ConfigMap/monitoring/prom-ca/ca.crt',
+        alertAllowedUrls: 'http://alertmanager:9093, https://alertmanager.other:9093',
       },
       annotations: {
         [`${P}alert-filter`]: '^Kube',
@@ -84,6 +85,7 @@ describe('alert policy', () => {
     ['alert-cluster-label', 'cluster-name', 'not a Prometheus label name'],
   ])('refuses annotation %s=%j naming it', (suffix, value, reason) => {
     const r = resolveUpgradePolicy({
+      settings: { alertAllowedUrls: 'http://prom:9090' },
       annotations: { [`${P}alert-prometheus-url`]: 'http://prom:9090', [`${P}${suffix}`]: value },
     });
     expect(r.ok).toBe(false);
@@ -105,6 +107,7 @@ describe('alert policy', () => {
       key: 'token',
     });
     const fromAnnotation = resolveAlertPolicy({
+      settings: { alertAllowedUrls: 'http://prom' },
       annotations: { [`${P}alert-prometheus-url`]: 'http://prom', [`${P}alert-token-secret`]: 't/token' },
     });
     expect(fromAnnotation.ok && fromAnnotation.policy?.tokenSecret).toEqual({
@@ -112,6 +115,70 @@ describe('alert policy', () => {
       name: 't',
       key: 'token',
     });
+  });
+});
+
+describe('alert URLs an annotation may name (no SSRF)', () => {
+  const allowed = 'http://prom-eu.monitoring:9090,http://alertmanager-eu.monitoring:9093';
+  it.each([
+    ['alert-prometheus-url', 'http://169.254.169.254/latest/meta-data', {}],
+    ['alert-prometheus-url', 'http://kubernetes.default.svc', { alertAllowedUrls: allowed }],
+    ['alertmanager-url', 'http://10.0.0.1:9093', { alertPrometheusUrl: 'http://prom:9090' }],
+    // The Prometheus setting's URL is not thereby an Alertmanager an annotation may post to, and back:
+    // both settings' URLs are allowed for either, as the platform named them.
+    ['alertmanager-url', 'http://prom-eu.monitoring:9091', { alertAllowedUrls: allowed }],
+  ])('refuses annotation %s=%j that the ExtensionConfig does not allow, naming it', (suffix, value, settings) => {
+    const r = resolveUpgradePolicy({ settings, annotations: { [`${P}${suffix}`]: value } });
+    expect(r).toEqual({
+      ok: false,
+      message: expect.stringContaining(
+        `annotation ${P}${suffix}=${JSON.stringify(value)}: an annotation may only name a URL the ExtensionConfig allows`,
+      ) as unknown as string,
+    });
+  });
+
+  it('accepts an annotation naming an allowed URL or a setting’s own, compared as URLs', () => {
+    const chosen = resolveAlertPolicy({
+      settings: { alertPrometheusUrl: 'http://prom:9090', alertAllowedUrls: allowed },
+      annotations: {
+        [`${P}alert-prometheus-url`]: 'HTTP://Prom-EU.monitoring:9090/',
+        [`${P}alertmanager-url`]: 'http://alertmanager-eu.monitoring:9093',
+      },
+    });
+    expect(chosen.ok && chosen.policy).toMatchObject({
+      prometheusUrl: 'http://prom-eu.monitoring:9090',
+      alertmanagerUrl: 'http://alertmanager-eu.monitoring:9093',
+    });
+    const own = resolveAlertPolicy({
+      settings: { alertPrometheusUrl: 'http://prom:9090/' },
+      annotations: { [`${P}alert-prometheus-url`]: 'http://prom:9090' },
+    });
+    expect(own.ok && own.policy?.prometheusUrl).toBe('http://prom:9090');
+  });
+
+  it('refuses an allow-list entry that is not a plain http(s) URL, naming the setting', () => {
+    const r = resolveAlertPolicy({ settings: { alertAllowedUrls: 'http://ok:1, https://u:p@x' } });
+    expect(r).toEqual({
+      ok: false,
+      message: 'setting alertAllowedUrls: "https://u:p@x": must not hold credentials (use alertTokenSecret)',
+    });
+  });
+
+  it('refuses an annotation CA while the platform’s token comes from the setting', () => {
+    const r = resolveAlertPolicy({
+      settings: { alertPrometheusUrl: 'https://prom', alertTokenSecret: 'monitoring/t/token' },
+      annotations: { [`${P}alert-ca`]: 'ConfigMap/my-ca/ca.crt' },
+    });
+    expect(r).toEqual({
+      ok: false,
+      message: `annotation ${P}alert-ca="ConfigMap/my-ca/ca.crt": an annotation may not replace the CA while the token comes from setting alertTokenSecret`,
+    });
+    // With its own token (from its own namespace) a cluster may bring its own CA.
+    const own = resolveAlertPolicy({
+      settings: { alertPrometheusUrl: 'https://prom' },
+      annotations: { [`${P}alert-ca`]: 'ConfigMap/my-ca/ca.crt', [`${P}alert-token-secret`]: 't/token' },
+    });
+    expect(own.ok).toBe(true);
   });
 });
 

@@ -20,6 +20,8 @@ import {
 
 const P = 'upgrades.capi-orchestrator.io/';
 const PROM = { [`${P}alert-prometheus-url`]: 'http://prometheus.monitoring:9090' };
+// The platform allows these two; an annotation may name no other URL.
+const settings = { alertAllowedUrls: 'http://prometheus.monitoring:9090, http://alertmanager.monitoring:9093' };
 const HELD = 'upgrade to v1.33.0 held: alert KubeNodeNotReady firing in prometheus (gate alerts)';
 const firing: AlertReport = { reachable: true, firing: ['KubeNodeNotReady'], firingCount: 1 };
 const quiet: AlertReport = { reachable: true, firing: [], firingCount: 0 };
@@ -27,7 +29,7 @@ const quiet: AlertReport = { reachable: true, firing: [], firingCount: 0 };
 describe('alert gate of a cluster upgrade', () => {
   let h: UpgradeHarness;
   beforeEach(async () => {
-    h = await startUpgradeHarness();
+    h = await startUpgradeHarness({ settings });
     await h.startWorker();
   });
   afterEach(async () => h.close());
@@ -101,6 +103,22 @@ describe('alert gate of a cluster upgrade', () => {
       60_000,
     );
     expect(done.message).toBe('BeforeClusterUpgrade v1.33.0: done');
+  });
+
+  it('answers Failure naming the annotation when it names a URL the ExtensionConfig does not allow, and reads no URL', async () => {
+    h.activities.alerts = () => firing;
+    const url = 'http://169.254.169.254/latest/meta-data';
+    const annotations = { [`${P}alert-prometheus-url`]: url };
+    const answer = await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations });
+    expect(answer).toMatchObject({ status: 'Failure', statusCode: 200 });
+    expect(answer.message).toContain(
+      `annotation ${P}alert-prometheus-url=${JSON.stringify(url)}: an annotation may only name a URL the ExtensionConfig allows`,
+    );
+    // The same again: a stable message, and the gate never asked anything of any URL.
+    expect((await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations })).message).toBe(
+      answer.message,
+    );
+    expect(h.activities.calls.alertChecks).toBe(0);
   });
 
   it('lets a held step go when the gate is taken off the cluster (the annotation removed)', async () => {
