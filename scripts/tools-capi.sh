@@ -31,7 +31,9 @@
 #   - CAPD's in-memory workload API servers and debug server listen on 127.0.0.1,
 #     the debug server on an ephemeral port (upstream: fixed :19000, so a second
 #     CAPD on the machine would exit), and the workload port picker skips ports
-#     already in use (upstream TODO) so two CAPDs on one machine do not collide.
+#     already in use (upstream TODO) so two CAPDs on one machine do not collide;
+#   - before v1.14, CAPD's in-memory Nodes report the Machine's version as their
+#     kubelet's (v1.14 does it upstream), as a real kubelet does.
 # A patch that no longer applies (new CAPI/controller-runtime release) fails the build.
 set -euo pipefail
 
@@ -41,7 +43,7 @@ TOOLS="$CACHE/tools"
 MOD="$ROOT/tools/capi"
 # Bump when the patches or build flags change: cached binaries of another
 # revision are rebuilt.
-BUILD_REV=1
+BUILD_REV=2
 # The same for the test extension (test-extension mode), stamped separately.
 TEST_EXTENSION_BUILD_REV=1
 
@@ -206,6 +208,15 @@ patch_sources() {
   n="$(grep -c '127.0.0.1' "$f" || true)"
   [ "$n" = 4 ] || die "cannot patch CAPD's in-memory server (expected 4 loopback edits, got $n)"
   ! grep -q 'net.Listen("tcp", fmt.Sprintf(":%d"' "$f" || die "CAPD's in-memory server still listens on all interfaces"
+
+  # Before v1.14 an in-memory Node reports no kubelet version (v1.14 added exactly this
+  # field); a real kubelet always does, and the extension's health checks read it.
+  f="$ct/infrastructure/docker/internal/controllers/backends/inmemory/inmemorymachine_backend.go"
+  if ! grep -q 'KubeletVersion: machine.Spec.Version' "$f"; then
+    sed -i '0,/^\t\tStatus: corev1.NodeStatus{$/s//\t\tStatus: corev1.NodeStatus{\n\t\t\tNodeInfo: corev1.NodeSystemInfo{KubeletVersion: machine.Spec.Version},/' "$f"
+    n="$(grep -c 'KubeletVersion: machine.Spec.Version' "$f" || true)"
+    [ "$n" = 1 ] || die "cannot patch CAPD's in-memory Node (its NodeStatus literal not found)"
+  fi
 
   cp "$MOD/go.mod" "$MOD/go.sum" "$out/"
   go mod edit -replace "sigs.k8s.io/controller-runtime=$cr" \
