@@ -64,18 +64,20 @@ export async function startClusterctlBed(dir: string): Promise<ClusterctlBed> {
   const state = JSON.parse(readFileSync(join(testbed, 'testbed.json'), 'utf8')) as {
     managementKubeconfig: string;
     kubectl: string;
-    capiVersion: string;
   };
   const kubeconfig = state.managementKubeconfig;
   const kubectl = async (args: string[], input?: string) =>
     (await run(state.kubectl, ['--kubeconfig', kubeconfig, ...args], input === undefined ? {} : { input })).stdout;
   const clusterctlBinary = required('CLUSTERCTL_BINARY');
   const capiModule = required('CAPI_MODULE_DIR');
+  // The release clusterctl and CAPI_MODULE_DIR are (make test-capi CAPI_VERSION=…), not the test
+  // bed's CRD release: clusterctl refuses a core provider its own metadata.yaml has no series for.
+  const capiVersion = required('CAPI_VERSION');
   const configFile = join(dir, 'clusterctl.yaml');
   const componentsUrl = (label: string, version: string, file: string) => `file://${join(repo, label, version, file)}`;
 
   // Core CAPI, as installed on the bed, in clusterctl's inventory and local repository.
-  const core = join(repo, 'cluster-api', state.capiVersion);
+  const core = join(repo, 'cluster-api', capiVersion);
   mkdirSync(core, { recursive: true });
   copyFileSync(join(capiModule, 'metadata.yaml'), join(core, 'metadata.yaml'));
   await kubectl(['apply', '-f', join(capiModule, 'cmd/clusterctl/config/manifest/clusterctl-api.yaml')]);
@@ -93,7 +95,7 @@ export async function startClusterctlBed(dir: string): Promise<ClusterctlBed> {
       },
       providerName: 'cluster-api',
       type: 'CoreProvider',
-      version: state.capiVersion,
+      version: capiVersion,
     }),
   );
 
@@ -107,7 +109,7 @@ export async function startClusterctlBed(dir: string): Promise<ClusterctlBed> {
       `    url: ${componentsUrl(PROVIDER_LABEL, 'latest', 'runtime-extension-components.yaml')}`,
       '  - name: cluster-api',
       '    type: CoreProvider',
-      `    url: ${componentsUrl('cluster-api', state.capiVersion, 'core-components.yaml')}`,
+      `    url: ${componentsUrl('cluster-api', capiVersion, 'core-components.yaml')}`,
       'cert-manager:',
       '  externallyProvisioned: "true"',
       '',
