@@ -156,29 +156,16 @@ describe(`real Cluster API drives the extension`, () => {
       expect(
         capi.hookCalls(namespace).some((c) => c.hook === 'AfterControlPlaneUpgrade' && c.status === 'Success'),
       ).toBe(false);
-      const reason = 'capi tier: hold the fleet';
-      await capi.temporalCli([
-        'workflow',
-        'signal',
-        '--workflow-id',
-        workflowId,
-        '--name',
-        'abort',
-        '--input',
-        JSON.stringify({ reason }),
-      ]);
-      const aborted = `upgrade to ${TARGET} aborted: ${reason}; signal "resume" to continue`;
-      const topology = await eventually(
-        'TopologyReconciled naming the abort',
-        () => capi.condition(namespace, 'c3', 'TopologyReconciled'),
-        (c) => c?.message?.includes(aborted) === true,
-        3 * MINUTE,
-      );
-      expect(topology?.status).toBe('False');
       // CAPI keeps asking and keeps being refused; the next minor never starts.
-      const refusedAfter = (n: number) =>
-        capi.hookCalls(namespace).filter((c) => c.status === 'Failure' && c.message === aborted).length >= n;
-      await eventually('CAPI asking again after the abort', async () => refusedAfter(3), Boolean, 3 * MINUTE);
+      const { topology } = await capi.abortUpgrade({
+        namespace,
+        cluster: 'c3',
+        workflowId,
+        target: TARGET,
+        reason: 'capi tier: hold the fleet',
+        conditionTimeoutMs: 3 * MINUTE,
+      });
+      expect(topology?.status).toBe('False');
       const held = await capi.versions(namespace);
       expect(held.controlPlane).toEqual([intermediate]);
       expect(held.machineDeployments).toEqual([FROM]);

@@ -19,6 +19,7 @@ interface CapiState {
   kubectl: string;
   capiVersion: string;
   manifestsDir: string;
+  managers: Record<'capi' | 'cabpk' | 'kcp' | 'capd', { log: string }>;
 }
 
 export interface Condition {
@@ -243,6 +244,68 @@ export class CapiTierClient {
       { maxBuffer: 64 << 20 },
     );
     return stdout;
+  }
+
+  /** The minor of the CAPI release under test (capi.json's capiVersion, e.g. 14 for v1.14.2). */
+  get capiMinor(): number {
+    const minor = /^v1\.(\d+)\./.exec(this.state.capiVersion)?.[1];
+    if (minor === undefined)
+      throw new Error(`capi.json: capiVersion ${this.state.capiVersion} is not v1.<minor>.<patch>`);
+    return Number(minor);
+  }
+
+  /**
+   * Whether CAPI shows a hook's `Failure` answer with `message` for this Cluster. From v1.14 the
+   * topology controller copies the message into TopologyReconciled; before, the condition says only
+   * "got failure response, please check controller logs for errors" and the core manager logs the
+   * message (internal/runtime/client/client.go), which is where an operator on v1.13 reads it.
+   */
+  showsHookFailure(namespace: string, cluster: string, topology: Condition | undefined, message: string): boolean {
+    if (this.capiMinor >= 14) return topology?.message?.includes(message) === true;
+    if (topology?.message?.includes('got failure response, please check controller logs for errors') !== true)
+      return false;
+    // klog's text format quotes the message, escaping its own quotes.
+    const logged = `got failure response with message ${message.replaceAll('"', '\\"')}`;
+    return readFileSync(this.state.managers.capi.log, 'utf8')
+      .split('\n')
+      .some((line) => line.includes(logged) && line.includes(`Cluster="${namespace}/${cluster}"`));
+  }
+
+  /**
+   * Aborts an upgrade as an on-call engineer does (the `temporal` CLI's abort signal), then waits
+   * until CAPI's TopologyReconciled names the abort and CAPI has asked again and been refused at
+   * least three times. Returns the abort message and the condition.
+   */
+  async abortUpgrade(opts: {
+    namespace: string;
+    cluster: string;
+    workflowId: string;
+    target: string;
+    reason: string;
+    conditionTimeoutMs: number;
+  }): Promise<{ aborted: string; topology: Condition | undefined }> {
+    const { namespace, cluster, workflowId, target, reason } = opts;
+    await this.temporalCli([
+      'workflow',
+      'signal',
+      '--workflow-id',
+      workflowId,
+      '--name',
+      'abort',
+      '--input',
+      JSON.stringify({ reason }),
+    ]);
+    const aborted = `upgrade to ${target} aborted: ${reason}; signal "resume" to continue`;
+    const topology = await eventually(
+      'TopologyReconciled naming the abort',
+      () => this.condition(namespace, cluster, 'TopologyReconciled'),
+      (c) => this.showsHookFailure(namespace, cluster, c, aborted),
+      opts.conditionTimeoutMs,
+    );
+    const refused = () =>
+      this.hookCalls(namespace).filter((c) => c.status === 'Failure' && c.message === aborted).length;
+    await eventually('CAPI asking again after the abort', async () => refused() >= 3, Boolean, 3 * 60_000);
+    return { aborted, topology };
   }
 
   async close(): Promise<void> {
