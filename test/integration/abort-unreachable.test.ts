@@ -7,8 +7,6 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { createActivities } from '../../src/activities/index.ts';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { requestChecksOff } from '../../src/api/request-checks.ts';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
@@ -21,13 +19,13 @@ import {
   createCapiObject,
   createNamespace,
   managementApi,
-  testbed,
   testGroup,
   workloadKubeconfigYaml,
 } from '../../support/testbed-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
 import { temporalSignal } from '../support/temporal-cli.ts';
-import { startTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
+import { testClient, uniqueTaskQueue } from '../support/temporal.ts';
+import { startTestbedWorker, type TestbedWorker } from '../support/testbed-worker.ts';
 import { waitFor } from '../support/wait.ts';
 
 const group = testGroup('unreach');
@@ -74,7 +72,7 @@ describe('a workload cluster that cannot be reached', () => {
   let client: Client;
   let closeClient: () => Promise<void>;
   let hooks: TestHookServer;
-  let worker: Awaited<ReturnType<typeof startTestWorker>> | undefined;
+  let worker: TestbedWorker | undefined;
   let hole: Awaited<ReturnType<typeof blackHole>>;
   const taskQueue = uniqueTaskQueue('unreachable');
 
@@ -103,10 +101,7 @@ describe('a workload cluster that cannot be reached', () => {
     hooks = await startTestHookServer({
       lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: requestChecksOff }),
     });
-    worker = await startTestWorker({
-      taskQueue,
-      activities: createActivities({ management: managementKubeConfig(testbed().workerKubeconfig) }),
-    });
+    worker = await startTestbedWorker(taskQueue);
   });
   afterAll(async () => {
     await worker?.stop();

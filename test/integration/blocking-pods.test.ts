@@ -5,37 +5,11 @@
 // win over the settings) and refuses a bad one naming the Cluster and the annotation.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
-import { createMachineUpdateActivities } from '../../src/activities/machine-update.ts';
-import {
-  capiCluster,
-  capiMachine,
-  createCapiObject,
-  createKubeconfigSecret,
-  createNamespace,
-  createNodes,
-  createWorkloadNamespace,
-  deleteGroup,
-  kwokNode,
-  managementApi,
-  mergePatch,
-  standalonePod,
-  testbed,
-  testGroup,
-  waitFor,
-  workloadApi,
-} from '../../support/testbed-fixtures.ts';
+import { capiCluster, capiMachine, mergePatch, standalonePod, waitFor } from '../../support/testbed-fixtures.ts';
+import { machineUpdateTestbed } from '../support/machine-update-testbed.ts';
 
-const group = testGroup('bpods');
-const g = group.name;
-const wl = workloadApi();
-const mg = managementApi();
-const activities = createMachineUpdateActivities({
-  management: managementKubeConfig(testbed().workerKubeconfig),
-  workloadNamespace: g,
-  pollIntervalMs: 250,
-});
-const cluster = { namespace: g, name: 'wl' };
+const bed = machineUpdateTestbed('bpods');
+const { group, g, wl, mg, activities, cluster } = bed;
 const [a, b] = [`${g}-a`, `${g}-b`];
 const A = 'upgrades.capi-orchestrator.io/';
 const clusterRef = { group: 'cluster.x-k8s.io', version: 'v1beta2', plural: 'clusters', namespace: g };
@@ -43,24 +17,15 @@ const pod = (name: string, nodeName: string, role: string) =>
   wl.core.createNamespacedPod({ namespace: g, body: standalonePod(group, name, { nodeName, labels: { role } }) });
 
 beforeAll(async () => {
-  await Promise.all([createWorkloadNamespace(wl, g), createNamespace(mg.core, g)]);
   const annotated = capiCluster(cluster.name, g, { topology: false });
   annotated.metadata.annotations = {
     [`${A}blocking-pod-selector`]: 'role in (batch,etl)',
     [`${A}post-update-delay`]: '90s',
   };
-  await Promise.all([
-    createKubeconfigSecret(mg.core, g, cluster.name),
-    createNodes(wl.core, [kwokNode(group, a), kwokNode(group, b)]),
-    createCapiObject(mg.custom, annotated),
-    createCapiObject(mg.custom, capiMachine('m-a', g, { cluster: cluster.name, nodeName: a })),
-  ]);
+  await bed.setUp([a, b], [annotated, capiMachine('m-a', g, { cluster: cluster.name, nodeName: a })]);
 });
 
-afterAll(async () => {
-  await deleteGroup(wl, group);
-  await mg.core.deleteNamespace({ name: g }).catch(() => undefined);
-});
+afterAll(() => bed.tearDown());
 
 describe('blockingPods', () => {
   it('counts the matching pods on the node (first by namespace/name), not those elsewhere or not matching', async () => {

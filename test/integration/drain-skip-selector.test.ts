@@ -9,40 +9,20 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
-import { createMachineUpdateActivities } from '../../src/activities/machine-update.ts';
 import type { DrainOptions, DrainResult } from '../../src/activities/machine-update-types.ts';
 import {
   capiCluster,
   capiMachine,
-  createCapiObject,
-  createKubeconfigSecret,
-  createNamespace,
-  createNodes,
-  createWorkloadNamespace,
-  deleteGroup,
   deployment,
-  kwokNode,
-  managementApi,
   mergePatch,
   standalonePod,
-  testbed,
-  testGroup,
   waitFor,
   waitForRunningPods,
-  workloadApi,
 } from '../../support/testbed-fixtures.ts';
+import { machineUpdateTestbed } from '../support/machine-update-testbed.ts';
 
-const group = testGroup('dskip');
-const g = group.name;
-const wl = workloadApi();
-const mg = managementApi();
-const activities = createMachineUpdateActivities({
-  management: managementKubeConfig(testbed().workerKubeconfig),
-  workloadNamespace: g,
-  pollIntervalMs: 250,
-});
-const cluster = { namespace: g, name: 'wl' };
+const bed = machineUpdateTestbed('dskip');
+const { group, g, wl, mg, activities, cluster } = bed;
 const s = `${g}-s`;
 const logger = new DefaultLogger('ERROR');
 const ANNOTATION = 'upgrades.capi-orchestrator.io/drain-skip-pod-selector';
@@ -61,21 +41,14 @@ async function drain(options: Partial<DrainOptions>): Promise<DrainResult> {
 }
 
 beforeAll(async () => {
-  await Promise.all([createWorkloadNamespace(wl, g), createNamespace(mg.core, g)]);
   const annotated = capiCluster(cluster.name, g, { topology: false });
   annotated.metadata.annotations = { [ANNOTATION]: CAPD_STATIC_PODS };
-  await Promise.all([
-    createKubeconfigSecret(mg.core, g, cluster.name),
-    createNodes(wl.core, [kwokNode(group, s)]),
-    createCapiObject(mg.custom, annotated),
-    createCapiObject(mg.custom, capiMachine('m-s', g, { cluster: cluster.name, nodeName: s })),
-  ]);
+  await bed.setUp([s], [annotated, capiMachine('m-s', g, { cluster: cluster.name, nodeName: s })]);
 });
 
 afterAll(async () => {
   await wl.core.deleteNamespacedPod({ name: 'etcd', namespace: g, gracePeriodSeconds: 0 }).catch(() => undefined);
-  await deleteGroup(wl, group);
-  await mg.core.deleteNamespace({ name: g }).catch(() => undefined);
+  await bed.tearDown();
 });
 
 describe('preflight reads the drain skip selector of the Cluster', () => {

@@ -4,56 +4,25 @@
 // AfterWorkersUpgrade/AfterClusterUpgrade while a worker is deferred), so the rollout leaves its
 // version alone, shows it as deferred (status, memo, CLI, an Event), does not count it as failed,
 // and picks it up when the annotation goes. Real fleet activities against the test bed's API server,
-// real cluster-upgrade workflows; the test plays CAPI's hook calls for Clusters whose version moved.
+// real cluster-upgrade workflows; the test plays CAPI's hook calls for Clusters whose version moved
+// (test/support/fleet-capi-player.ts).
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { Client } from '@temporalio/client';
-import type { NativeConnection, Worker } from '@temporalio/worker';
-import { createFleetActivities } from '../../src/activities/fleet.ts';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
-import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
-import { requestChecksOff } from '../../src/api/request-checks.ts';
-import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
-import { hookPath } from '../../src/api/hook-route.ts';
 import { rolloutText } from '../../src/cli/rollouts.ts';
 import { CAPI_DEFER_UPGRADE_ANNOTATION, CAPI_HOLD_UPGRADE_SEQUENCE_ANNOTATION } from '../../src/domain/capi-pacing.ts';
 import {
   FLEET_ROLLOUT_MEMO_KEY,
-  fleetRolloutWorkflowId,
   type FleetRolloutInput,
   type FleetRolloutMemo,
   type FleetRolloutStatus,
 } from '../../src/model/fleet-rollout.ts';
-import { callHook } from '../../support/capi-client.ts';
-import {
-  capiCluster,
-  createCapiObject,
-  createNamespace,
-  eventsOf,
-  getCapiObject,
-  jsonPatch,
-  managementApi,
-  testbed,
-  testGroup,
-} from '../../support/testbed-fixtures.ts';
-import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
-import { createTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
-import { healthy, steps, stubUpgradeActivities } from '../support/upgrade-harness.ts';
+import { capiCluster, createCapiObject, eventsOf, jsonPatch } from '../../support/testbed-fixtures.ts';
+import { fleetCapiTestbed, FROM, TARGET } from '../support/fleet-capi-player.ts';
 import { waitFor } from '../support/wait.ts';
 
-const group = testGroup('fp');
-const g = group.name;
-const mg = managementApi();
-const FROM = 'v1.32.4';
-const TARGET = 'v1.33.0';
+const bed = fleetCapiTestbed('fp', 'pacing');
+const { g, mg, readCluster } = bed;
 const DEFER_MESSAGE = `deferred by CAPI annotation ${CAPI_DEFER_UPGRADE_ANNOTATION} (MachineDeployment md-1)`;
 const HOLD_MESSAGE = `deferred by CAPI annotation ${CAPI_HOLD_UPGRADE_SEQUENCE_ANNOTATION} (MachineDeployment md-0, MachineDeployment md-1)`;
-
-interface ClusterObject {
-  metadata: { uid: string };
-  spec: { topology: { version: string } };
-}
-const readCluster = async (name: string) =>
-  (await getCapiObject(mg.custom, 'Cluster', g, name)) as unknown as ClusterObject;
 
 /** A Cluster with two worker topologies, md-0 and md-1, each with the given annotation (if any). */
 async function createCluster(name: string, annotations: [string | undefined, string | undefined]) {
@@ -82,82 +51,18 @@ async function release(name: string, index: number) {
 }
 
 describe('a fleet rollout over Clusters CAPI pacing annotations defer', () => {
-  let client: Client;
-  let closeClient: () => Promise<void>;
-  let hooks: TestHookServer;
-  let worker: { worker: Worker; connection: NativeConnection; done: Promise<void> };
-  const taskQueue = uniqueTaskQueue('pacing');
-  const driven = new Map<string, Promise<void>>();
-  let playing = true;
-  let player: Promise<void>;
-
-  const untilOpen = async (name: string, hook: HookName, fields: Record<string, unknown>) => {
-    const answer = await waitFor(
-      async () =>
-        (
-          await callHook<{ status: string; retryAfterSeconds: number }>(
-            hooks.url,
-            hookPath(hook, defaultHandlerName(hook)),
-            { apiVersion: HOOKS_API_VERSION, kind: `${hook}Request`, cluster: await readCluster(name), ...fields },
-            { ca: hooks.ca.certPem, timeout: '10s' },
-          )
-        ).body,
-      (a) => a.status === 'Failure' || a.retryAfterSeconds === 0,
-      60_000,
-    );
-    expect(answer).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
-  };
-  /** CAPI, played: the hooks of one upgrade, in CAPI's order. */
-  const upgrade = async (name: string) => {
-    const span = { fromKubernetesVersion: FROM, toKubernetesVersion: TARGET };
-    const lists = { controlPlaneUpgrades: steps(TARGET), workersUpgrades: steps(TARGET) };
-    await untilOpen(name, 'BeforeClusterUpgrade', { ...span, ...lists });
-    await untilOpen(name, 'BeforeControlPlaneUpgrade', { ...span, ...lists });
-    await untilOpen(name, 'AfterControlPlaneUpgrade', { kubernetesVersion: TARGET, workersUpgrades: steps(TARGET) });
-    await untilOpen(name, 'BeforeWorkersUpgrade', span);
-    await untilOpen(name, 'AfterWorkersUpgrade', { kubernetesVersion: TARGET });
-    await untilOpen(name, 'AfterClusterUpgrade', { kubernetesVersion: TARGET });
-  };
-
-  beforeAll(async () => {
-    await createNamespace(mg.core, g);
-    await Promise.all([
-      createCluster('deferred', [undefined, CAPI_DEFER_UPGRADE_ANNOTATION]),
-      createCluster('held', [CAPI_HOLD_UPGRADE_SEQUENCE_ANNOTATION, undefined]),
-      createCluster('plain', [undefined, undefined]),
-    ]);
-    ({ client, close: closeClient } = await testClient());
-    hooks = await startTestHookServer({
-      lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: requestChecksOff }),
-    });
-    const fleet = createFleetActivities({
-      management: managementKubeConfig(testbed().workerKubeconfig),
-      temporal: () => client,
-      checkClusterHealth: async () => healthy(),
-    });
-    const created = await createTestWorker({ taskQueue, activities: { ...stubUpgradeActivities(), ...fleet } });
-    worker = { ...created, done: created.worker.run() };
-    player = (async () => {
-      while (playing) {
-        for (const name of ['deferred', 'held', 'plain']) {
-          if (driven.has(name) || (await readCluster(name)).spec.topology.version !== TARGET) continue;
-          driven.set(name, upgrade(name));
-        }
-        await new Promise((r) => setTimeout(r, 300));
-      }
-    })();
-  }, 120_000);
-
-  afterAll(async () => {
-    playing = false;
-    await player;
-    await hooks?.close();
-    worker?.worker.shutdown();
-    await worker?.done;
-    await worker?.connection.close();
-    await closeClient?.();
-    await mg.core.deleteNamespace({ name: g }).catch(() => undefined);
-  });
+  beforeAll(
+    () =>
+      bed.setUp(['deferred', 'held', 'plain'], () =>
+        Promise.all([
+          createCluster('deferred', [undefined, CAPI_DEFER_UPGRADE_ANNOTATION]),
+          createCluster('held', [CAPI_HOLD_UPGRADE_SEQUENCE_ANNOTATION, undefined]),
+          createCluster('plain', [undefined, undefined]),
+        ]),
+      ),
+    120_000,
+  );
+  afterAll(() => bed.tearDown());
 
   it('leaves deferred clusters at their version, shows why, and upgrades them once the annotation goes', async () => {
     const input: FleetRolloutInput = {
@@ -170,11 +75,7 @@ describe('a fleet rollout over Clusters CAPI pacing annotations defer', () => {
       failureBudget: 0,
       deferralRecheckMs: 500,
     };
-    const handle = await client.workflow.start('fleetRolloutWorkflow', {
-      workflowId: fleetRolloutWorkflowId(g),
-      taskQueue,
-      args: [input],
-    });
+    const handle = await bed.startRollout(input);
     // `plain` upgrades; the other two wait with CAPI's reason, neither failed nor moved.
     const waiting = await waitFor(
       () => handle.query<FleetRolloutStatus>('status'),
@@ -215,6 +116,6 @@ describe('a fleet rollout over Clusters CAPI pacing annotations defer', () => {
     expect(result).toMatchObject({ phase: 'Completed', message: 'completed: 3 upgraded, 0 skipped, 0 failed' });
     for (const name of ['deferred', 'held', 'plain'])
       expect((await readCluster(name)).spec.topology.version).toBe(TARGET);
-    await Promise.all(driven.values());
+    await Promise.all(bed.driven.values());
   });
 });

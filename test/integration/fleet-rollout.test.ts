@@ -1,150 +1,47 @@
 // A fleet rollout over Cluster objects in the test bed: the real fleet
 // activities select them by label and move spec.topology.version (as the
 // worker's ServiceAccount), the real cluster-upgrade workflows follow each
-// upgrade, and the test plays Cluster API: when a Cluster's version changes it
-// calls the upgrade hooks with that Cluster, as CAPI's topology controller would.
+// upgrade, and the test plays Cluster API (test/support/fleet-capi-player.ts): when a
+// Cluster's version changes it calls the upgrade hooks with that Cluster, as CAPI's
+// topology controller would.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { Client } from '@temporalio/client';
-import type { NativeConnection, Worker } from '@temporalio/worker';
-import { createFleetActivities } from '../../src/activities/fleet.ts';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
-import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
-import { requestChecksOff } from '../../src/api/request-checks.ts';
-import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
-import { hookPath } from '../../src/api/hook-route.ts';
 import {
   FLEET_ROLLOUT_ANNOTATION,
   fleetRolloutWorkflowId,
   type FleetRolloutInput,
   type FleetRolloutStatus,
 } from '../../src/model/fleet-rollout.ts';
-import { callHook } from '../../support/capi-client.ts';
-import {
-  capiCluster,
-  createCapiObject,
-  createNamespace,
-  eventsOf,
-  getCapiObject,
-  jsonPatch,
-  managementApi,
-  testbed,
-  testGroup,
-} from '../../support/testbed-fixtures.ts';
-import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
-import { createTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
-import { healthy, steps, stubUpgradeActivities } from '../support/upgrade-harness.ts';
+import { capiCluster, createCapiObject, eventsOf, jsonPatch } from '../../support/testbed-fixtures.ts';
+import { fleetCapiTestbed, FROM, TARGET } from '../support/fleet-capi-player.ts';
 import { waitFor } from '../support/wait.ts';
 
-const group = testGroup('fr');
-const g = group.name;
-const mg = managementApi();
-const FROM = 'v1.32.4';
-const TARGET = 'v1.33.0';
+const bed = fleetCapiTestbed('fr', 'fleet');
+const { g, mg, readCluster } = bed;
 const SELECTOR = `fleet=${g}`;
-
-interface ClusterObject {
-  metadata: { name: string; namespace: string; uid: string; annotations?: Record<string, string> };
-  spec: { topology: { version: string } };
-}
 
 async function createCluster(name: string, version: string, labelled = true): Promise<void> {
   const obj = capiCluster(name, g, { version });
   if (labelled) obj.metadata.labels = { ...obj.metadata.labels, fleet: g };
   await createCapiObject(mg.custom, obj);
 }
-const readCluster = async (name: string) =>
-  (await getCapiObject(mg.custom, 'Cluster', g, name)) as unknown as ClusterObject;
 
 describe('a fleet rollout over Clusters in the test bed', () => {
-  let client: Client;
-  let closeClient: () => Promise<void>;
-  let hooks: TestHookServer;
-  let worker: { worker: Worker; connection: NativeConnection; done: Promise<void> };
-  const taskQueue = uniqueTaskQueue('fleet');
-  const driven = new Map<string, Promise<void>>();
-  let playing = true;
-  let player: Promise<void>;
-
-  /** One hook call with the Cluster as it is now, as CAPI sends it. */
-  const call = async (name: string, hook: HookName, fields: Record<string, unknown>) => {
-    const cluster = await readCluster(name);
-    const res = await callHook<{ status: string; message?: string; retryAfterSeconds: number }>(
-      hooks.url,
-      hookPath(hook, defaultHandlerName(hook)),
-      { apiVersion: HOOKS_API_VERSION, kind: `${hook}Request`, cluster, ...fields },
-      { ca: hooks.ca.certPem, timeout: '10s' },
-    );
-    return res.body;
-  };
-  const untilOpen = async (name: string, hook: HookName, fields: Record<string, unknown>) => {
-    const answer = await waitFor(
-      () => call(name, hook, fields),
-      (a) => a.status === 'Failure' || a.retryAfterSeconds === 0,
-      60_000,
-    );
-    expect(answer).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
-  };
-  /** The upgrade one Cluster goes through once its version changed: every hook in CAPI's order. */
-  const upgrade = async (name: string) => {
-    const lists = { controlPlaneUpgrades: steps(TARGET), workersUpgrades: steps(TARGET) };
-    await untilOpen(name, 'BeforeClusterUpgrade', {
-      fromKubernetesVersion: FROM,
-      toKubernetesVersion: TARGET,
-      ...lists,
-    });
-    await untilOpen(name, 'BeforeControlPlaneUpgrade', {
-      fromKubernetesVersion: FROM,
-      toKubernetesVersion: TARGET,
-      ...lists,
-    });
-    await untilOpen(name, 'AfterControlPlaneUpgrade', { kubernetesVersion: TARGET, workersUpgrades: steps(TARGET) });
-    await untilOpen(name, 'BeforeWorkersUpgrade', { fromKubernetesVersion: FROM, toKubernetesVersion: TARGET });
-    await untilOpen(name, 'AfterWorkersUpgrade', { kubernetesVersion: TARGET });
-    await untilOpen(name, 'AfterClusterUpgrade', { kubernetesVersion: TARGET });
-  };
-
-  beforeAll(async () => {
-    await createNamespace(mg.core, g);
-    await Promise.all([
-      createCluster('a', FROM),
-      createCluster('b', FROM),
-      createCluster('c', FROM),
-      createCluster('d', TARGET),
-      createCluster('not-selected', FROM, false),
-    ]);
-    ({ client, close: closeClient } = await testClient());
-    hooks = await startTestHookServer({
-      lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: requestChecksOff }),
-    });
-    const fleet = createFleetActivities({
-      management: managementKubeConfig(testbed().workerKubeconfig),
-      temporal: () => client,
-      checkClusterHealth: async () => healthy(),
-    });
-    const created = await createTestWorker({ taskQueue, activities: { ...stubUpgradeActivities(), ...fleet } });
-    worker = { ...created, done: created.worker.run() };
-    // Cluster API, played: a Cluster whose version moved to the target gets upgraded through the hooks.
-    player = (async () => {
-      while (playing) {
-        for (const name of ['a', 'b', 'c', 'd']) {
-          if (driven.has(name) || (await readCluster(name)).spec.topology.version !== TARGET || name === 'd') continue;
-          driven.set(name, upgrade(name));
-        }
-        await new Promise((r) => setTimeout(r, 300));
-      }
-    })();
-  }, 120_000);
-
-  afterAll(async () => {
-    playing = false;
-    await player;
-    await hooks?.close();
-    worker?.worker.shutdown();
-    await worker?.done;
-    await worker?.connection.close();
-    await closeClient?.();
-    await mg.core.deleteNamespace({ name: g }).catch(() => undefined);
-  });
+  // Cluster API, played: a Cluster whose version moved to the target gets upgraded through the hooks
+  // (`d` is at the target from the start: no upgrade of its own).
+  beforeAll(
+    () =>
+      bed.setUp(['a', 'b', 'c'], () =>
+        Promise.all([
+          createCluster('a', FROM),
+          createCluster('b', FROM),
+          createCluster('c', FROM),
+          createCluster('d', TARGET),
+          createCluster('not-selected', FROM, false),
+        ]),
+      ),
+    120_000,
+  );
+  afterAll(() => bed.tearDown());
 
   it('upgrades the selected clusters in waves, skips the one at the target and the one someone else moved', async () => {
     const input: FleetRolloutInput = {
@@ -157,11 +54,7 @@ describe('a fleet rollout over Clusters in the test bed', () => {
       failureBudget: 0,
       approveBefore: [2],
     };
-    const handle = await client.workflow.start('fleetRolloutWorkflow', {
-      workflowId: fleetRolloutWorkflowId(g),
-      taskQueue,
-      args: [input],
-    });
+    const handle = await bed.startRollout(input);
     // Wave 1 (the canary, `a`) runs alone; wave 2 waits for approval.
     const waiting = await waitFor(
       () => handle.query<FleetRolloutStatus>('status'),
@@ -210,13 +103,13 @@ describe('a fleet rollout over Clusters in the test bed', () => {
     }
     expect((await readCluster('c')).spec.topology.version).toBe('v1.32.9');
     expect((await readCluster('not-selected')).spec.topology.version).toBe(FROM);
-    await Promise.all(driven.values());
+    await Promise.all(bed.driven.values());
 
     // Findable by the rollout's name: the rollout and the cluster upgrades it started.
     const tagged = await waitFor(
       async () => {
         const ids: string[] = [];
-        for await (const wf of client.workflow.list({ query: `CapiFleetRollout = ${JSON.stringify(g)}` }))
+        for await (const wf of bed.client.workflow.list({ query: `CapiFleetRollout = ${JSON.stringify(g)}` }))
           ids.push(wf.workflowId);
         return ids.sort();
       },

@@ -8,46 +8,19 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { BatchV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
-import {
-  createMachineUpdateActivities,
-  NODE_UPGRADE_GROUP,
-  NODE_UPGRADE_PLURAL,
-  NODE_UPGRADE_VERSION,
-} from '../../src/activities/machine-update.ts';
+import { NODE_UPGRADE_GROUP, NODE_UPGRADE_PLURAL, NODE_UPGRADE_VERSION } from '../../src/activities/machine-update.ts';
 import { delegateExecution } from '../../src/activities/executors/delegate.ts';
 import type { ResolvedNodeUpgrade } from '../../src/activities/executors/bootstrap-files.ts';
 import { jobExecution } from '../../src/activities/executors/job.ts';
 import type { NodeUpgradeInput, NodeUpgradeStopped } from '../../src/activities/machine-update-types.ts';
-import {
-  createKubeconfigSecret,
-  createNamespace,
-  createNodes,
-  createWorkloadNamespace,
-  deleteGroup,
-  kwokNode,
-  managementApi,
-  mergePatch,
-  testbed,
-  testChecksumsFile,
-  testGroup,
-  waitFor,
-  workloadApi,
-} from '../../support/testbed-fixtures.ts';
+import { mergePatch, testChecksumsFile, waitFor } from '../../support/testbed-fixtures.ts';
+import { machineUpdateTestbed } from '../support/machine-update-testbed.ts';
 
-const group = testGroup('stop');
-const g = group.name;
-const wl = workloadApi();
-const mg = managementApi();
+const bed = machineUpdateTestbed('stop');
+const { g, wl, activities, cluster } = bed;
 const batch = wl.kc.makeApiClient(BatchV1Api);
 const custom = wl.kc.makeApiClient(CustomObjectsApi);
 const nurRef = { group: NODE_UPGRADE_GROUP, version: NODE_UPGRADE_VERSION, plural: NODE_UPGRADE_PLURAL, namespace: g };
-const activities = createMachineUpdateActivities({
-  management: managementKubeConfig(testbed().workerKubeconfig),
-  workloadNamespace: g,
-  pollIntervalMs: 250,
-});
-const cluster = { namespace: g, name: 'wl' };
 const nodeName = `${g}-n`;
 
 const VERSION = 'v1.32.4';
@@ -72,18 +45,9 @@ const stop = async (requestName: string, executor: NodeUpgradeInput['executor'],
     activities.stopNodeUpgrade({ cluster, nodeName, executor, requestName }),
   )) as NodeUpgradeStopped;
 
-beforeAll(async () => {
-  await Promise.all([createWorkloadNamespace(wl, g), createNamespace(mg.core, g)]);
-  await Promise.all([
-    createKubeconfigSecret(mg.core, g, cluster.name),
-    createNodes(wl.core, [kwokNode(group, nodeName)]),
-  ]);
-});
+beforeAll(() => bed.setUp([nodeName]));
 
-afterAll(async () => {
-  await deleteGroup(wl, group);
-  await mg.core.deleteNamespace({ name: g }).catch(() => undefined);
-});
+afterAll(() => bed.tearDown());
 
 describe('stopNodeUpgrade (job)', () => {
   it('keeps the last lines of the newest pod log, then deletes the Job and its pods', async () => {

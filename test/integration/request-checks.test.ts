@@ -10,7 +10,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { createActivities } from '../../src/activities/index.ts';
 import { managementKubeConfig, PooledKubeConfig } from '../../src/activities/kube.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
@@ -44,7 +43,8 @@ import {
   type CapiObject,
 } from '../../support/testbed-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';
-import { startTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
+import { testClient, uniqueTaskQueue } from '../support/temporal.ts';
+import { startTestbedWorker, type TestbedWorker } from '../support/testbed-worker.ts';
 import { waitFor } from '../support/wait.ts';
 
 const group = testGroup('checks');
@@ -147,7 +147,7 @@ describe('request checks against the management cluster', () => {
   let hooks: TestHookServer;
   let unreachable: TestHookServer;
   let unserved: TestHookServer;
-  let worker: Awaited<ReturnType<typeof startTestWorker>> | undefined;
+  let worker: TestbedWorker | undefined;
   let objects: ReturnType<typeof countedObjects>;
   const taskQueue = uniqueTaskQueue('checks');
   // No worker polls this one: an accepted UpdateMachine only has to start its run.
@@ -230,10 +230,7 @@ describe('request checks against the management cluster', () => {
     unserved = await startTestHookServer({
       lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks: unknown }),
     });
-    worker = await startTestWorker({
-      taskQueue,
-      activities: createActivities({ management: managementKubeConfig(testbed().workerKubeconfig) }),
-    });
+    worker = await startTestbedWorker(taskQueue);
   });
   afterAll(async () => {
     await worker?.stop();

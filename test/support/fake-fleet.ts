@@ -1,7 +1,15 @@
 // A fleet behind stubbed fleet-rollout activities: each cluster "upgrades" a
-// short while after its version is set, or fails, as a test says.
+// short while after its version is set, or fails, as a test says; and the
+// workflow tier's rig that runs rollouts over it on the real dev server.
+import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { FleetActivities, SetVersionResult } from '../../src/activities/fleet-types.ts';
-import type { ClusterUpgradeProgress, SelectedCluster } from '../../src/model/fleet-rollout.ts';
+import {
+  fleetRolloutWorkflowId,
+  type ClusterUpgradeProgress,
+  type FleetRolloutInput,
+  type SelectedCluster,
+} from '../../src/model/fleet-rollout.ts';
+import { startTestWorker, testClient, uniqueTaskQueue } from './temporal.ts';
 
 interface FakeCluster extends SelectedCluster {
   setAt?: number;
@@ -79,6 +87,53 @@ export function fakeFleetActivities(current: () => FakeFleet): FleetActivities {
     },
     async abortClusterUpgrades({ clusters }) {
       current().aborted.push(...clusters.map((c) => c.name));
+    },
+  };
+}
+
+/** A client and a real worker serving the fleet rollout workflow over the fake fleet, on a task queue of its own. */
+export interface FakeFleetRollouts {
+  client: Client;
+  taskQueue: string;
+  /** Starts a rollout (workflow id fleet-rollout/<name>). */
+  start(input: FleetRolloutInput): Promise<WorkflowHandle>;
+  /** Terminates the rollouts started so far: a test that failed half-way must not act on the next test's fleet. */
+  terminateStarted(): Promise<void>;
+  /** Shuts the worker down and closes the client. */
+  close(): Promise<void>;
+}
+
+export async function startFakeFleetRollouts(
+  taskQueuePrefix: string,
+  current: () => FakeFleet,
+): Promise<FakeFleetRollouts> {
+  const taskQueue = uniqueTaskQueue(taskQueuePrefix);
+  const { client, close: closeClient } = await testClient();
+  const worker = await startTestWorker({ taskQueue, activities: fakeFleetActivities(current) }).catch(
+    async (err: unknown) => {
+      await closeClient();
+      throw err;
+    },
+  );
+  const started: string[] = [];
+  return {
+    client,
+    taskQueue,
+    start(input) {
+      const workflowId = fleetRolloutWorkflowId(input.name);
+      started.push(workflowId);
+      return client.workflow.start('fleetRolloutWorkflow', { workflowId, taskQueue, args: [input] });
+    },
+    async terminateStarted() {
+      for (const id of started.splice(0))
+        await client.workflow
+          .getHandle(id)
+          .terminate('test over')
+          .catch(() => undefined);
+    },
+    async close() {
+      await worker.stop();
+      await closeClient();
     },
   };
 }

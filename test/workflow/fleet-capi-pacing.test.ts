@@ -2,42 +2,30 @@
 // pacing annotations defer is neither started, failed nor late; it is started once they go.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Client } from '@temporalio/client';
-import type { NativeConnection, Worker } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
 import type { FleetRolloutInput, FleetRolloutStatus } from '../../src/model/fleet-rollout.ts';
-import { FakeFleet, fakeFleetActivities } from '../support/fake-fleet.ts';
+import { FakeFleet, startFakeFleetRollouts, type FakeFleetRollouts } from '../support/fake-fleet.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
-import { createTestWorker, testClient } from '../support/temporal.ts';
 import { waitFor } from '../support/wait.ts';
 
 const DEFERRED = 'deferred by CAPI annotation topology.cluster.x-k8s.io/defer-upgrade (MachineDeployment md-1)';
 let fleet: FakeFleet;
-const activities = fakeFleetActivities(() => fleet);
 
 describe('fleet rollout workflow and CAPI pacing annotations', () => {
   let client: Client;
-  let closeClient: () => Promise<void>;
-  let worker: Worker;
-  let connection: NativeConnection;
-  let running: Promise<void>;
-  const taskQueue = `fleet-pacing-${randomUUID()}`;
+  let rollouts: FakeFleetRollouts;
 
   beforeAll(async () => {
-    ({ client, close: closeClient } = await testClient());
-    ({ worker, connection } = await createTestWorker({ taskQueue, activities }));
-    running = worker.run();
+    rollouts = await startFakeFleetRollouts('fleet-pacing', () => fleet);
+    ({ client } = rollouts);
   });
   afterAll(async () => {
-    worker.shutdown();
-    await running;
-    await connection.close();
-    await closeClient();
+    await rollouts?.close();
   });
 
-  const start = (over: Partial<FleetRolloutInput>) => {
-    const name = `p-${randomUUID().slice(0, 8)}`;
-    const input: FleetRolloutInput = {
-      name,
+  const start = (over: Partial<FleetRolloutInput>) =>
+    rollouts.start({
+      name: `p-${randomUUID().slice(0, 8)}`,
       selector: { labelSelector: '' },
       targetVersion: 'v1.33.0',
       waves: ['100%'],
@@ -46,13 +34,7 @@ describe('fleet rollout workflow and CAPI pacing annotations', () => {
       failureBudget: 0,
       deferralRecheckMs: 300,
       ...over,
-    };
-    return client.workflow.start('fleetRolloutWorkflow', {
-      workflowId: `fleet-rollout/${name}`,
-      taskQueue,
-      args: [input],
     });
-  };
 
   it('leaves a deferred cluster alone without a place or a failure, and starts it when the annotation goes', async () => {
     fleet = new FakeFleet(3);

@@ -6,33 +6,22 @@ import { randomUUID } from 'node:crypto';
 import type { FleetRolloutInput, FleetRolloutStatus } from '../../src/model/fleet-rollout.ts';
 import { rolloutClusters } from '../../src/ops/metrics.ts';
 import { refreshVisibilityGauges } from '../../src/ops/visibility-gauges.ts';
-import { FakeFleet, fakeFleetActivities } from '../support/fake-fleet.ts';
+import { FakeFleet, startFakeFleetRollouts, type FakeFleetRollouts } from '../support/fake-fleet.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
-import { createTestWorker, testClient } from '../support/temporal.ts';
 import { waitFor } from '../support/wait.ts';
-import type { NativeConnection, Worker } from '@temporalio/worker';
 
 let fleet: FakeFleet;
-const activities = fakeFleetActivities(() => fleet);
 
 describe('fleet rollout workflow', () => {
   let client: Client;
-  let closeClient: () => Promise<void>;
-  let worker: Worker;
-  let connection: NativeConnection;
-  let running: Promise<void>;
-  const taskQueue = `fleet-${randomUUID()}`;
+  let rollouts: FakeFleetRollouts;
 
   beforeAll(async () => {
-    ({ client, close: closeClient } = await testClient());
-    ({ worker, connection } = await createTestWorker({ taskQueue, activities }));
-    running = worker.run();
+    rollouts = await startFakeFleetRollouts('fleet', () => fleet);
+    ({ client } = rollouts);
   });
   afterAll(async () => {
-    worker.shutdown();
-    await running;
-    await connection.close();
-    await closeClient();
+    await rollouts?.close();
   });
 
   const input = (over: Partial<FleetRolloutInput> = {}): FleetRolloutInput => ({
@@ -45,22 +34,10 @@ describe('fleet rollout workflow', () => {
     failureBudget: 0,
     ...over,
   });
-  const started: string[] = [];
-  const start = (i: FleetRolloutInput) => {
-    started.push(`fleet-rollout/${i.name}`);
-    return client.workflow.start('fleetRolloutWorkflow', {
-      workflowId: `fleet-rollout/${i.name}`,
-      taskQueue,
-      args: [i],
-    });
-  };
+  const start = (i: FleetRolloutInput) => rollouts.start(i);
   // A test that failed half-way must not leave its rollout acting on the next test's fleet.
   afterEach(async () => {
-    for (const id of started.splice(0))
-      await client.workflow
-        .getHandle(id)
-        .terminate('test over')
-        .catch(() => undefined);
+    await rollouts?.terminateStarted();
   });
   const status = (id: string) => client.workflow.getHandle(id).query<FleetRolloutStatus>('status');
 
