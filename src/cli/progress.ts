@@ -78,10 +78,16 @@ export function upgradeProgress(r: UpgradeReport, machines?: MachineTally): Prog
       `machines:  ${done}/${machines.total} updated in place${others.length ? ` (${others.join(', ')})` : ''}`,
     );
   }
+  // Each gate that holds it (calendar, removed APIs, alerts, a machine's pacing) and each override, as `status` says them.
+  const held = holdLines(r);
   const holds = holding(r);
-  if (holds && phase !== 'Upgraded') lines.push(`holds:     ${holds}`);
-  // Each gate that holds it (calendar, removed APIs, a machine's pacing) and each override, as `status` says them.
-  lines.push(...holdLines(r));
+  // A waiting step whose message is a gate's (alerts, removed APIs) is said once, by the gate's line.
+  const gateMessages = [r.status?.alerts?.held?.message, r.status?.removedApis?.message].filter(
+    (m): m is string => m !== undefined && m !== '',
+  );
+  const saidByGate = holds !== undefined && gateMessages.some((m) => holds.includes(m));
+  if (holds && phase !== 'Upgraded' && !saidByGate) lines.push(`holds:     ${holds}`);
+  lines.push(...held);
   // Failed and Aborted runs stay open for `retry` / `resume`: the watch ends there, a person acts next.
   const closed = r.run.status !== 'RUNNING';
   if (closed) lines.push(`workflow:  ${r.run.status}`);

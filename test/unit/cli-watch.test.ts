@@ -54,6 +54,28 @@ describe('upgradeProgress', () => {
     expect(p.exitCode).toBeUndefined();
   });
 
+  it('says a step held by the alert gate once, on the gate’s line', () => {
+    const message = 'upgrade to v1.33.0 held: alert KubeNodeNotReady firing in prometheus (gate alerts)';
+    const r = report({}, {
+      phase: 'Upgrading',
+      targetVersion: 'v1.33.0',
+      gates: { 'BeforeClusterUpgrade@v1.33.0': gate('Waiting', `BeforeClusterUpgrade v1.33.0: ${message}`) },
+    } as NonNullable<UpgradeReport['memo']>);
+    r.status = {
+      phase: 'Upgrading',
+      targetVersion: 'v1.33.0',
+      alerts: {
+        held: { step: 'BeforeClusterUpgrade v1.33.0', since: '2026-11-25T10:01:00.000Z', message, firing: [] },
+      },
+    } as unknown as NonNullable<UpgradeReport['status']>;
+    const text = upgradeProgress(r).text;
+    expect(text.split(message).length - 1).toBe(1);
+    expect(text).toContain(
+      `held by:   alerts at BeforeClusterUpgrade v1.33.0 since 2026-11-25T10:01:00.000Z: ${message}`,
+    );
+    expect(text).not.toContain('holds:');
+  });
+
   it('ends 0 when upgraded, 1 when failed, aborted or closed without upgrading', () => {
     const memo = (phase: string) =>
       ({ phase, targetVersion: 'v1.33.0', gates: {} }) as unknown as NonNullable<UpgradeReport['memo']>;
