@@ -3,7 +3,7 @@
 // holds it), and whether the run has ended and how.
 import type { Client } from '@temporalio/client';
 import type { FleetRolloutStatus, RolloutClusterState } from '../model/fleet-rollout.ts';
-import type { GateState } from '../model/cluster-upgrade.ts';
+import { haltedMessage, type GateState } from '../model/cluster-upgrade.ts';
 import { MachineName, UpgradePhase as PhaseKey } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
 import { holdLines, rolloutHoldLines } from './held.ts';
@@ -48,6 +48,9 @@ const count = (n: number, what: string) => `${n} ${what}`;
 /** What holds the upgrade now: the hooks' halt, a freeze, a delay, else the first waiting step. */
 function holding(r: UpgradeReport): string | undefined {
   if (r.memo?.halted) return r.memo.halted;
+  // The status query answered (no memo read): the hooks' halt as the workflow words it.
+  const halted = r.status ? haltedMessage(r.status) : undefined;
+  if (halted) return halted;
   const schedule = r.status?.schedule;
   if (schedule?.freeze) return `freeze "${schedule.freeze.reason}" until ${schedule.freeze.to}`;
   const gates = Object.values(r.status?.gates ?? r.memo?.gates ?? {});

@@ -312,3 +312,12 @@ export function failedMessage(targetVersion: string, step: string, cause: string
     `upgrade to ${targetVersion} failed at ${step}: ${cause}; fix the cause, then signal "retry" to run the step again`,
   );
 }
+
+/** The message every hook of an upgrade answers while it is held (Aborted or Failed), else undefined. */
+export function haltedMessage(
+  s: Pick<ClusterUpgradeStatus, 'phase' | 'targetVersion' | 'reason' | 'failedStep'>,
+): string | undefined {
+  if (s.phase === 'Aborted') return abortedMessage(s.targetVersion, s.reason ?? 'aborted by operator');
+  if (s.phase === 'Failed') return failedMessage(s.targetVersion, s.failedStep ?? 'a step', s.reason ?? 'unknown');
+  return undefined;
+}

@@ -76,6 +76,26 @@ describe('upgradeProgress', () => {
     expect(text).not.toContain('holds:');
   });
 
+  it('says an aborted or failed upgrade’s halt from the status query, not the step it was waiting at', () => {
+    const r = report({}, {
+      phase: 'Pending',
+      targetVersion: 'v1.33.0',
+      gates: { 'BeforeClusterUpgrade@v1.33.0': gate('Waiting', 'BeforeClusterUpgrade v1.33.0: waiting for upgradeAt') },
+    } as NonNullable<UpgradeReport['memo']>);
+    // As upgradeStatus returns it when a worker answered the query: status, no memo.
+    r.status = {
+      phase: 'Aborted',
+      targetVersion: 'v1.33.0',
+      reason: 'manual check',
+      gates: r.memo!.gates,
+    } as unknown as NonNullable<UpgradeReport['status']>;
+    delete r.memo;
+    const p = upgradeProgress(r);
+    expect(p.text).toContain('holds:     upgrade to v1.33.0 aborted: manual check; signal "resume" to continue');
+    expect(p.text).not.toContain('waiting for upgradeAt');
+    expect(p.exitCode).toBe(1);
+  });
+
   it('ends 0 when upgraded, 1 when failed, aborted or closed without upgrading', () => {
     const memo = (phase: string) =>
       ({ phase, targetVersion: 'v1.33.0', gates: {} }) as unknown as NonNullable<UpgradeReport['memo']>;

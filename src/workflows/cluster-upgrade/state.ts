@@ -12,11 +12,10 @@ import {
 } from '@temporalio/workflow';
 import type { ClusterEventInput, ClusterEventReason } from '../../activities/upgrade-types.ts';
 import {
-  abortedMessage,
   CLUSTER_UPGRADE_MEMO_KEY,
-  failedMessage,
   gateKey,
   GATE_RETRY_AFTER_SECONDS,
+  haltedMessage,
   MAX_GATES_PER_UPGRADE,
   queuedGate,
   type AbortInput,
@@ -91,10 +90,7 @@ export class UpgradeState {
 
   /** The message every hook of this upgrade answers while it is held. */
   haltedMessage(): string | undefined {
-    const s = this.status;
-    if (s.phase === 'Aborted') return abortedMessage(s.targetVersion, s.reason ?? 'aborted by operator');
-    if (s.phase === 'Failed') return failedMessage(s.targetVersion, s.failedStep ?? 'a step', s.reason ?? 'unknown');
-    return undefined;
+    return haltedMessage(this.status);
   }
 
   publish(): void {
