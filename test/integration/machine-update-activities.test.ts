@@ -823,9 +823,10 @@ describe('upgradeNode (delegate) and waitForNodeVersion', () => {
   });
 
   it('a changed spec under the same name is a new generation: an older status does not count', async () => {
-    const result = await upgrade({ nodeName: u, requestName: `${u}-h1`, version: 'v1.32.5', files: [] });
+    await upgrade({ nodeName: u, requestName: `${u}-h3`, version: NEW, files: [] });
+    const result = await upgrade({ nodeName: u, requestName: `${u}-h3`, version: 'v1.32.5', files: [] });
     expect(result).toEqual({ message: `node ${u} upgraded to v1.32.5` });
-    expect(agent.handled.filter((h) => h.startsWith(`${u}-h1@`))).toEqual([`${u}-h1@1`, `${u}-h1@2`]);
+    expect(agent.handled.filter((h) => h.startsWith(`${u}-h3@`))).toEqual([`${u}-h3@1`, `${u}-h3@2`]);
     await inActivity(() =>
       activities.waitForNodeVersion({ cluster, nodeName: u, version: 'v1.32.5', timeoutMs: 10_000 }),
     );
@@ -850,6 +851,28 @@ describe('upgradeNode (delegate) and waitForNodeVersion', () => {
       message: 'node agent reported Failed: kubeadm upgrade node: exit status 1',
     });
     expect((await wl.core.readNode({ name: uf })).status?.nodeInfo?.kubeletVersion).toBe(OLD);
+  });
+
+  it('keeps one finished request per node: a new one prunes the node’s earlier Succeeded ones, never a Failed one or another node’s', async () => {
+    const names = async (nodeName: string) =>
+      (
+        (await wlCustom.listNamespacedCustomObject({
+          group: NODE_UPGRADE_GROUP,
+          version: NODE_UPGRADE_VERSION,
+          plural: NODE_UPGRADE_PLURAL,
+          namespace: g,
+          fieldSelector: `spec.nodeName=${nodeName}`,
+        })) as { items: NodeUpgradeRequest[] }
+      ).items
+        .map((x) => x.metadata.name)
+        .sort();
+    await upgrade({ nodeName: u, requestName: `${u}-p1`, version: 'v1.32.5', files: [] });
+    await upgrade({ nodeName: u, requestName: `${u}-p2`, version: 'v1.32.5', files: [] });
+    expect(await names(u)).toEqual([`${u}-p2`]);
+    // uf's agent fails: its earlier Failed request stays beside the new one, and u's is untouched.
+    await expect(upgrade({ nodeName: uf, requestName: `${uf}-p1` })).rejects.toMatchObject({ type: 'NodeAgentFailed' });
+    expect(await names(uf)).toEqual([`${uf}-h1`, `${uf}-p1`]);
+    expect(await names(u)).toEqual([`${u}-p2`]);
   });
 });
 

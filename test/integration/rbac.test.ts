@@ -690,7 +690,8 @@ function startTestAgent(): { stop: () => Promise<void> } {
 
 /**
  * worker: kubeadmconfigs get, secrets get (contentFrom); workload: customresourcedefinitions
- * create/get, nodeupgraderequests get/create/patch/delete, secrets create (the files).
+ * create/get, nodeupgraderequests get/list/create/patch/delete (list: the prune of the node's
+ * earlier Succeeded requests), secrets create (the files).
  */
 async function tourDelegateExecutor(): Promise<void> {
   await ensureNodeUpgradeRequestCrd(identities.workload);
@@ -740,7 +741,7 @@ function startTestUpgrader(): { stop: () => Promise<void> } {
 }
 
 /**
- * worker: machines get (the owner), nodeupgraderequests create/get/watch/delete and secrets create
+ * worker: machines get (the owner), nodeupgraderequests create/get/list/watch/delete and secrets create
  * (the files), in the management cluster.
  */
 async function tourManagementExecutor(): Promise<void> {

@@ -20,6 +20,7 @@ import {
   MANAGED_BY,
   MANAGED_BY_LABEL,
   MANAGED_BY_SELECTOR,
+  nodeLabel,
   seconds,
   truncate,
   type NodeUpgradeExecution,
@@ -254,7 +255,9 @@ export function requestExecution(place: RequestPlace, input: ResolvedNodeUpgrade
       spec,
     };
     try {
-      return (await custom.createNamespacedCustomObject({ ...ref, body })) as NodeUpgradeRequest;
+      const created = (await custom.createNamespacedCustomObject({ ...ref, body })) as NodeUpgradeRequest;
+      await pruneSucceeded(place, input.nodeName, name);
+      return created;
     } catch (err) {
       if (isConflict(err)) return await ensure(); // created meanwhile (a racing attempt)
       if (isNotFound(err)) return undefined;
@@ -320,6 +323,30 @@ export function requestExecution(place: RequestPlace, input: ResolvedNodeUpgrade
       return { done: false, observed };
     },
   };
+}
+
+/**
+ * Keeps one finished request per node, so that years of updates do not pile up where agents and
+ * upgraders list them: deletes the node's other requests that Succeeded (for their current
+ * generation), never one still running, one that Failed (evidence for whoever looks at the node) or
+ * another node's. Best effort: one left behind is clutter, not harm.
+ */
+async function pruneSucceeded(place: RequestPlace, nodeName: string, keep: string): Promise<void> {
+  const label = Object.entries(nodeLabel(nodeName))[0];
+  if (!label) return; // a node name no label can hold: nothing selects its requests
+  try {
+    const { items } = (await apiClient(place.kc, CustomObjectsApi).listNamespacedCustomObject({
+      ...requestRef(place.namespace),
+      labelSelector: `${MANAGED_BY_SELECTOR},${label[0]}=${label[1]}`,
+    })) as { items: NodeUpgradeRequest[] };
+    for (const r of items) {
+      const done = r.status?.phase === 'Succeeded' && r.status.observedGeneration === r.metadata.generation;
+      if (r.metadata.name !== keep && r.spec.nodeName === nodeName && done)
+        await deleteNodeUpgradeRequest(place.kc, place.namespace, r.metadata.name);
+    }
+  } catch {
+    // Clutter only: the next request of this node prunes again.
+  }
 }
 
 /** Deletes the NodeUpgradeRequest `name` (abort, cleanup): its server stops on deletion; gone already is fine. */
