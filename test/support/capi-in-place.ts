@@ -243,7 +243,11 @@ export async function machineUpdates(
 }
 
 /** Reasons of the Events the extension recorded on each Machine, in time order. */
-export async function machineEvents(capi: CapiTierClient, namespace: string): Promise<Map<string, string[]>> {
+export async function machineEvents(
+  capi: CapiTierClient,
+  namespace: string,
+  reasons = /^(MachineUpdate|Node(Drained|Upgraded))/,
+): Promise<Map<string, string[]>> {
   const out = await capi.kubectl([
     'get',
     'events',
@@ -266,7 +270,7 @@ export async function machineEvents(capi: CapiTierClient, namespace: string): Pr
       }[];
     }
   ).items
-    .filter((e) => /^(MachineUpdate|Node(Drained|Upgraded))/.test(e.reason))
+    .filter((e) => reasons.test(e.reason))
     .sort((a, b) => (a.eventTime ?? a.firstTimestamp ?? '').localeCompare(b.eventTime ?? b.firstTimestamp ?? ''));
   const byMachine = new Map<string, string[]>();
   for (const e of items)

@@ -142,7 +142,10 @@ describe('operating a cluster upgrade', () => {
       { fromKubernetesVersion: 'v1.30.5', toKubernetesVersion: 'v1.31.14' },
       { timeout: '2s' },
     );
-    expect(Date.now() - started).toBeLessThan(2_000);
+    // The answer is the deadline's (UNAVAILABLE_MESSAGE), not the workflow's: without a deadline the call
+    // would wait for a worker that never comes. The bound only says "not a hang": a loaded machine can
+    // lag the answer past 2 s by its event loop alone.
+    expect(Date.now() - started).toBeLessThan(10_000);
     expect(blocked).toMatchObject({
       statusCode: 200,
       status: 'Success',

@@ -521,9 +521,11 @@ describe('machine update workflow through UpdateMachine', () => {
         ),
       );
     }
+    // 200 signals through one workflow: on a loaded machine that takes longer than waitFor's default.
     const described = await waitFor(
       () => client.workflow.getHandle(handle.workflowId).describe(),
       (d) => d.runId !== handle.firstExecutionRunId,
+      90_000,
     );
     expect(described.runId).not.toBe(handle.firstExecutionRunId);
     expect(described.status.name).toBe('RUNNING');
@@ -533,7 +535,7 @@ describe('machine update workflow through UpdateMachine', () => {
     // The new run still works: a real machine update gets in and finishes.
     const body = clusterRequest(cluster, name, { maxConcurrentMachineUpdates: '1' });
     expect(await pollUntilDone(body)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
-  }, 90_000);
+  }, 180_000);
 
   it('waits for a NotReady node within preflightTimeout, saying so, then goes on', async () => {
     const activities = stubs();
