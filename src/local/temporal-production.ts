@@ -3,7 +3,7 @@
 // scripts/temporal-production.sh, for the test harness and the benchmarks. The
 // script is the only place that knows how it is laid out.
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { ensureSearchAttributes } from '../temporal-setup.ts';
@@ -57,7 +57,17 @@ export async function startProductionTemporal(options: ProductionTemporalOptions
     ...(options.historyShards ? { TEMPORAL_PRODUCTION_SHARDS: String(options.historyShards) } : {}),
     TEMPORAL_PRODUCTION_TIMEOUT: String(Math.ceil(timeoutMs / 1000)),
   };
-  await run(['up', options.stateDir], env, timeoutMs + 30_000);
+  try {
+    await run(['up', options.stateDir], env, timeoutMs + 30_000);
+  } catch (err) {
+    // Once more in a clean state directory (the script has stopped what it started): a service that
+    // exits at its start, as when another process takes a port between the script's check and the
+    // bind, is the machine's doing, not the code's. The failed run's service logs are printed first.
+    const failed = `${options.stateDir}.failed`;
+    renameSync(options.stateDir, failed);
+    console.error(`${String(err)}\n${serviceLogTails(failed)}\nstarting it again in a clean state directory`);
+    await run(['up', options.stateDir], env, timeoutMs + 30_000);
+  }
   const state = JSON.parse(readFileSync(join(options.stateDir, 'temporal.json'), 'utf8')) as StateFile;
   const stop = async (): Promise<void> => {
     await run(['down', options.stateDir], env, 120_000).catch((err: unknown) => console.error(String(err)));
@@ -91,4 +101,15 @@ export async function startProductionTemporal(options: ProductionTemporalOptions
     },
   };
   return temporal;
+}
+
+/** The last lines of each service's log under a state directory, for a failed start. */
+function serviceLogTails(stateDir: string): string {
+  return (['frontend', 'history', 'matching', 'worker'] as const)
+    .map((svc) => {
+      const file = join(stateDir, svc, 'log');
+      if (!existsSync(file)) return `${svc}: no log`;
+      return `${svc} (${file}):\n${readFileSync(file, 'utf8').split('\n').slice(-20).join('\n')}`;
+    })
+    .join('\n');
 }
