@@ -28,7 +28,7 @@ export async function refreshVisibilityGauges(client: Client): Promise<void> {
     const phase = wf.typedSearchAttributes.get(UpgradePhase) ?? 'Unknown';
     const into = wf.type === workflowTypes.clusterUpgrade ? upgrades : updates;
     into.set(phase, (into.get(phase) ?? 0) + 1);
-    if (wf.type === 'clusterUpgradeWorkflow') {
+    if (wf.type === workflowTypes.clusterUpgrade) {
       const memo = wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
       if (memo?.delayed && memo.phase === 'Pending') delayed++;
     }
