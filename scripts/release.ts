@@ -237,6 +237,12 @@ function main(): void {
   for (const [name, text] of Object.entries(files)) writeFileSync(join(out, name), text);
   if (fromUnreleased)
     console.error(`note: CHANGELOG.md has no [${version.tag.slice(1)}] section: release notes from [Unreleased]`);
+  if ((values.image ?? '').trim() === '')
+    console.error(
+      `warning: no IMAGE given: the components name ${image}, which this project does not publish; ` +
+        'build and push the image yourself and name it (make release VERSION=… IMAGE=registry/name), ' +
+        'or set CAPI_UPGRADE_IMAGE when you run clusterctl init',
+    );
   console.log(`${PROVIDER_NAME} ${version.tag} (image ${image}) written to ${out}:`);
   for (const name of Object.keys(files)) console.log(`  ${name}`);
 }

@@ -2,7 +2,7 @@
 # Production-shaped Temporal on loopback: the Temporal server's four services
 # (frontend, history, matching, worker) as separate processes on PostgreSQL 15,
 # with SQL advanced visibility (search attributes work), built by
-# scripts/tools-temporal.sh (`source scripts/env.sh --temporal-production`).
+# scripts/env.sh (`source scripts/env.sh --temporal-production`: go install of the server and its SQL tool).
 #
 #   scripts/temporal-production.sh up <statedir>     start it, write <statedir>/temporal.json
 #   scripts/temporal-production.sh down <statedir>   stop it (safe to repeat, and after a partial up)

@@ -102,7 +102,11 @@ async function createCluster(name: string, opts: { annotations?: Record<string, 
 }
 
 /** A Machine as CAPI v1.14 leaves it while it calls UpdateMachine (markers per `inPlace`). */
-async function createMachine(name: string, cluster: string, opts: { version: string; inPlace: boolean }) {
+async function createMachine(
+  name: string,
+  cluster: string,
+  opts: { version: string; inPlace: boolean; pendingHooks?: string },
+) {
   const obj: CapiObject = {
     apiVersion: `${CAPI_GROUP}/${CAPI_API_VERSION}`,
     kind: 'Machine',
@@ -111,7 +115,7 @@ async function createMachine(name: string, cluster: string, opts: { version: str
       namespace: ns,
       labels: { 'cluster.x-k8s.io/cluster-name': cluster },
       annotations: opts.inPlace
-        ? { [UPDATE_IN_PROGRESS_ANNOTATION]: '', [PENDING_HOOKS_ANNOTATION]: 'UpdateMachine' }
+        ? { [UPDATE_IN_PROGRESS_ANNOTATION]: '', [PENDING_HOOKS_ANNOTATION]: opts.pendingHooks ?? 'UpdateMachine' }
         : {},
     },
     spec: {
@@ -217,6 +221,7 @@ describe('request checks against the management cluster', () => {
     hooks = await startTestHookServer({
       lifecycle: createClusterUpgradeHandlers({ client, taskQueue, checks }),
       inPlace: createInPlaceHandlers({ client, taskQueue: machineQueue, checks }),
+      captureLog: true,
     });
     const down = createRequestChecks(managementObjects(unreachableManagement()));
     unreachable = await startTestHookServer({
@@ -422,6 +427,8 @@ describe('request checks against the management cluster', () => {
         createMachine('m-old', CLUSTER, { version: 'v1.32.13', inPlace: true }),
         createMachine('m-idle', CLUSTER, { version: TARGET, inPlace: false }),
         createMachine('m-other', 'another-cluster', { version: TARGET, inPlace: true }),
+        // Marked as updating, but CAPI has not (or no longer) asked for UpdateMachine on it.
+        createMachine('m-unhooked', CLUSTER, { version: TARGET, inPlace: true, pendingHooks: 'SomeOtherHook' }),
       ]);
     });
     const workflowIdOf = (req: ReturnType<typeof updateMachineRequest>) =>
@@ -442,6 +449,11 @@ describe('request checks against the management cluster', () => {
         'a Machine CAPI is not updating in place',
         updateMachineRequest('m-idle', CLUSTER, TARGET),
         `refused: Machine ${ns}/m-idle is not being updated in place (no ${UPDATE_IN_PROGRESS_ANNOTATION} annotation)`,
+      ],
+      [
+        'a Machine marked as updating whose pending hooks do not name UpdateMachine',
+        updateMachineRequest('m-unhooked', CLUSTER, TARGET),
+        `refused: Machine ${ns}/m-unhooked is not being updated in place (UpdateMachine is not in its ${PENDING_HOOKS_ANNOTATION} annotation)`,
       ],
       [
         'a Machine that does not exist',
@@ -468,6 +480,16 @@ describe('request checks against the management cluster', () => {
       });
       expect(await exists(workflowIdOf(req))).toBe(false);
       expect(await exists(machineUpdateSlotsWorkflowId({ namespace: ns, name: CLUSTER }))).toBe(false);
+      // The operator's trail: a warning naming the mismatch and who called (this server asks no certificate).
+      expect(hooks.logLines()).toContainEqual(
+        expect.objectContaining({
+          level: 40,
+          msg: 'request refused by its check',
+          hook: 'UpdateMachine',
+          caller: '(no client certificate)',
+          mismatch: message.replace(/^refused: /, ''),
+        }),
+      );
     });
 
     it('starts the update of the Machine CAPI is updating in place, to its own spec', async () => {

@@ -82,6 +82,22 @@ describe('Dockerfile', () => {
     expect(importers).toEqual([]);
   });
 
+  it('stamps the release and the worker build into the image (docs/release.md, docs/worker-versioning.md)', () => {
+    // The processes read these variables for /version, capi_upgrade_build_info, the memo and Worker Versioning.
+    expect(dockerfile).toMatch(/^ARG VERSION=""$/m);
+    expect(dockerfile).toMatch(/^ENV CAPI_UPGRADE_VERSION=\$\{VERSION\}$/m);
+    expect(dockerfile).toMatch(/^ARG BUILD_ID=""$/m);
+    expect(dockerfile).toMatch(/^ENV TEMPORAL_WORKER_BUILD_ID=\$\{BUILD_ID\}$/m);
+    expect(dockerfile).toMatch(/org\.opencontainers\.image\.version="\$\{VERSION\}"/);
+    // ...and the variables are the ones the code reads.
+    const read = ['CAPI_UPGRADE_VERSION', 'TEMPORAL_WORKER_BUILD_ID'].filter((name) =>
+      readdirSync('src', { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.ts'))
+        .some((f) => readFileSync(join('src', f), 'utf8').includes(`'${name}'`)),
+    );
+    expect(read).toEqual(['CAPI_UPGRADE_VERSION', 'TEMPORAL_WORKER_BUILD_ID']);
+  });
+
   it('ships the node upgrade script where the compiled job executor reads it', () => {
     // src/activities/executors/job.ts → dist/activities/executors/job.js reads ./upgrade-node.sh.
     expect(dockerfile).toMatch(
