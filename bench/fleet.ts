@@ -5,6 +5,7 @@
 //     [--clusters 500] [--rate 100] [--duration 20] [--new-gates 1000] [--concurrency 64]
 //     [--connections 64] [--settle-timeout 180] [--log-level info] [--extension-root DIR]
 //     [--temporal dev|production] [--profile default|10k] [--seed hooks|client]
+//     [--management none|testbed] [--request-checks on|off]
 //
 // --temporal production runs on the production-shaped Temporal (the server's four services on
 // PostgreSQL with SQL visibility, src/local/temporal-production.ts; `source scripts/env.sh
@@ -14,6 +15,12 @@
 // grows with the fleet; then new upgrades/s and new gates/s (classes 4b, 4c). Its upgrades are
 // started with the Temporal client (--seed client: a hook call per cluster is too slow to seed
 // 10,000); every poll measured still goes over HTTPS through the api, as CAPI's.
+//
+// --management testbed gives both processes a management cluster (the project's test bed, its API
+// server only; `source scripts/env.sh --testbed`) holding a real Cluster for every cluster the
+// load calls a gate for, with the uid and topology version the requests carry; the api then checks
+// each call that starts or signals an upgrade against it (--request-checks on, the default there)
+// or not (off): the same run with each says what the checks cost (docs/performance.md).
 //
 // --extension-root runs another checkout's src/ (e.g. `git archive` of main, with a node_modules
 // link) under the same driver: "before" and "after" figures from one script. BENCH_NODE_FLAGS
@@ -36,7 +43,7 @@
 // would need a workload cluster come after it), so each upgrade is a running
 // workflow whose gate answers "retry later" for as long as the benchmark runs,
 // which is exactly CAPI's steady state while a fleet waits for its window.
-// Neither process has a management cluster (no MANAGEMENT_KUBECONFIG): the
+// Without --management neither process has a management cluster (no MANAGEMENT_KUBECONFIG): the
 // only activities that run are the Kubernetes Events recorded beside each
 // gate change; they fail at once without dialling anything and are tried
 // three times each (extra worker work that a real deployment, whose Events
@@ -54,8 +61,9 @@
 //      an existing workflow, recorded by an update).
 // Open loop: requests leave on schedule whatever the answers, so latency includes queueing.
 // Any transport error, non-200, status other than Success or unexpected answer is an error.
-import { loadavg } from 'node:os';
-import { relative } from 'node:path';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Agent } from 'node:https';
@@ -91,6 +99,7 @@ import {
   type Target as ClassTarget,
 } from './lib/fleet-report.ts';
 import { memoryBreakdown } from './lib/fleet-profile.ts';
+import { startFleetManagement, stopFleetManagement, type FleetManagement } from './lib/fleet-management.ts';
 import { benchNodeFlags, startStack, type Stack } from '../support/stack.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -116,6 +125,8 @@ function parseOptions() {
       temporal: { type: 'string', default: 'dev' },
       profile: { type: 'string', default: 'default' },
       seed: { type: 'string' },
+      management: { type: 'string', default: 'none' },
+      'request-checks': { type: 'string', default: 'on' },
     },
     strict: true,
   });
@@ -126,7 +137,11 @@ function parseOptions() {
       throw new Error(`--${name} ${JSON.stringify(raw)}: expected ${min}..${max}`);
     return n;
   };
-  const oneOf = <T extends string>(name: 'temporal' | 'profile' | 'seed', allowed: readonly T[], fallback: T): T => {
+  const oneOf = <T extends string>(
+    name: 'temporal' | 'profile' | 'seed' | 'management' | 'request-checks',
+    allowed: readonly T[],
+    fallback: T,
+  ): T => {
     const raw = values[name] ?? fallback;
     if (!(allowed as readonly string[]).includes(raw))
       throw new Error(`--${name} ${JSON.stringify(raw)}: expected ${allowed.join(' or ')}`);
@@ -142,6 +157,8 @@ function parseOptions() {
     profile,
     temporal: oneOf('temporal', ['dev', 'production'] as const, 'dev'),
     seed: oneOf('seed', ['hooks', 'client'] as const, tenK ? 'client' : 'hooks'),
+    management: oneOf('management', ['none', 'testbed'] as const, 'none'),
+    requestChecks: oneOf('request-checks', ['on', 'off'] as const, 'on') === 'on',
     clusters,
     rate: number('rate', 0.1, 10_000),
     durationSeconds: number('duration', 0.1, 600),
@@ -156,14 +173,45 @@ function parseOptions() {
 
 // ---------------------------------------------------------------- request bodies
 
-/** A CAPI Cluster of the fleet: its own namespace per group, name and uid per index, upgrade-at far away. */
+const TARGET = 'v1.33.0';
+/** With --management testbed: the uid the API server gave Cluster `c-<i>` of group g, by `g/i`. */
+const managedUids = new Map<string, string>();
+
+/**
+ * A CAPI Cluster of the fleet: its own namespace per group, name and uid per index (the real
+ * Cluster's with --management testbed), upgrade-at far away.
+ */
 function fleetCluster(group: number, i: number) {
-  const c = cluster(`c-${i}`, `fleet-${group}`, 'v1.33.0');
-  c.metadata.uid = `${group.toString(16).padStart(8, '0')}-0000-4000-8000-${i.toString(16).padStart(12, '0')}`;
+  const c = cluster(`c-${i}`, `fleet-${group}`, TARGET);
+  c.metadata.uid =
+    managedUids.get(`${group}/${i}`) ??
+    `${group.toString(16).padStart(8, '0')}-0000-4000-8000-${i.toString(16).padStart(12, '0')}`;
   c.metadata.annotations = { ...c.metadata.annotations, [policyKeys.upgradeAt.annotation]: UPGRADE_AT };
   return c;
 }
 const GROUP = { waiting: 1, acpi: 2, newOpen: 3, newClosed: 4 } as const;
+
+/** Calls per open-loop class: --rate for --duration. */
+const openLoopCalls = (o: { rate: number; durationSeconds: number }) =>
+  Math.max(1, Math.round(o.rate * o.durationSeconds));
+
+/**
+ * The Clusters of every group whose gates the load calls (the waiting fleet, 4a's and 4b's new
+ * upgrades; 4c's gates are on those), created in the management cluster, their uids kept for
+ * the request bodies. AfterControlPlaneInitialized starts no upgrade, so its clusters need none.
+ */
+async function createManagedClusters(management: FleetManagement, o: ReturnType<typeof parseOptions>) {
+  const groups: [number, number][] = [
+    [GROUP.waiting, o.clusters],
+    [GROUP.newOpen, openLoopCalls(o)],
+    [GROUP.newClosed, o.newGates],
+  ];
+  for (const [group, count] of groups) {
+    const names = Array.from({ length: count }, (_, i) => `c-${i}`);
+    const uids = await management.createClusters(`fleet-${group}`, names, TARGET);
+    uids.forEach((uid, i) => managedUids.set(`${group}/${i}`, uid));
+  }
+}
 
 /** The path CAPI calls, with the 10 s deadline it sends by default. */
 const hookUrl = (hook: HookName) => `${hookPath(hook, defaultHandlerName(hook))}?timeout=10s`;
@@ -458,7 +506,7 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
     await quiet();
     const open = `open ${rate}/s`;
     const closed = `closed c=${concurrency}`;
-    const total = Math.max(1, Math.round(rate * durationSeconds));
+    const total = openLoopCalls(options);
     const atRate = (send: (i: number) => Promise<void>) => () => openLoop(rate, durationSeconds, send);
     const inTurn = (bodies: Buffer[], send: (b: Buffer) => Promise<void>) => {
       let next = 0;
@@ -569,8 +617,17 @@ async function main(): Promise<number> {
   ].join(' ');
   const log = (line: string) => process.stderr.write(`${line}\n`);
   let stack: Pick<Stack, 'stop' | 'killNow'> | undefined;
+  let management: FleetManagement | undefined;
+  const managementDir = options.management === 'testbed' ? mkdtempSync(join(tmpdir(), 'capi-uo-bench-mgmt-')) : '';
   let stopping: Promise<void> | undefined;
-  const stopStack = () => (stopping ??= stack ? stack.stop() : Promise.resolve());
+  const stopStack = () =>
+    (stopping ??= (async () => {
+      await stack?.stop();
+      if (managementDir) {
+        await stopFleetManagement(ROOT, managementDir);
+        rmSync(managementDir, { recursive: true, force: true });
+      }
+    })());
   // Ctrl-C or a kill: stop what we started, in order, then leave.
   for (const signal of ['SIGINT', 'SIGTERM'] as const)
     process.once(signal, () => {
@@ -579,8 +636,16 @@ async function main(): Promise<number> {
     });
   process.once('exit', () => stack?.killNow());
   try {
+    if (options.management === 'testbed') {
+      management = await startFleetManagement(ROOT, managementDir, log);
+      await createManagedClusters(management, options);
+      log(`request checks ${options.requestChecks ? 'on' : 'off'}, against the management test bed`);
+    }
     const loadBefore = loadavg()[0] ?? 0;
     const started = await startStack({
+      ...(management
+        ? { management: { kubeconfig: management.kubeconfig, requestChecks: options.requestChecks } }
+        : {}),
       temporal: options.temporal,
       extensionRoot: options.extensionRoot,
       taskQueue: TASK_QUEUE,

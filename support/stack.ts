@@ -39,6 +39,11 @@ export interface StackOptions {
   log: (line: string) => void;
   /** Called before anything starts with what stops it, so a Ctrl-C during the start stops it too. */
   onStopper?: (stopper: Pick<Stack, 'stop' | 'killNow'>) => void;
+  /**
+   * A management cluster for both processes (MANAGEMENT_KUBECONFIG) and whether the api checks hook
+   * requests against it; default none, and HOOK_REQUEST_CHECKS=off.
+   */
+  management?: { kubeconfig: string; requestChecks: boolean };
 }
 
 export interface ExtensionChild {
@@ -185,14 +190,19 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         nodeFlags: options.nodeFlags,
         logFile: join(dir, `${role}.log`),
         opsPort,
-        // No MANAGEMENT_KUBECONFIG: both run without a management cluster (see bench/fleet.ts).
         env: {
           TEMPORAL_ADDRESS: server.address,
           TEMPORAL_NAMESPACE: server.namespace,
           TEMPORAL_TASK_QUEUE: options.taskQueue,
           LOG_LEVEL: options.logLevel,
-          // No management cluster to check hook requests against (the polls measured here never read it).
-          HOOK_REQUEST_CHECKS: 'off',
+          // Without a management cluster there is nothing to check hook requests against (the
+          // repeat polls measured never read it; bench/fleet.ts --management testbed measures the checks).
+          ...(options.management
+            ? {
+                MANAGEMENT_KUBECONFIG: options.management.kubeconfig,
+                HOOK_REQUEST_CHECKS: options.management.requestChecks ? 'on' : 'off',
+              }
+            : { HOOK_REQUEST_CHECKS: 'off' }),
           ...extra,
         },
       });
