@@ -47,7 +47,11 @@ async function declared(file: string): Promise<string[]> {
 
 interface Deployment {
   metadata: { labels: Record<string, string> };
-  spec: { template: { spec: { containers: { image: string }[] } } };
+  spec: {
+    template: {
+      spec: { containers: { image: string }[]; volumes?: { name: string; secret?: { secretName?: string } }[] };
+    };
+  };
 }
 
 async function deployment(name: string): Promise<Deployment> {
@@ -75,6 +79,7 @@ describe('clusterctl and the release (sequential: each step starts where the las
     async () => {
       const out = await bed.clusterctl(['init', '--runtime-extension', PROVIDER], {
         CAPI_UPGRADE_TEMPORAL_ADDRESS: 'temporal.example.internal:7233',
+        CAPI_UPGRADE_HOOK_CLIENT_CA_SECRET: 'platform-capi-client-ca',
       });
       expect(out).toContain(`Installing provider="runtime-extension-${PROVIDER_NAME}" version="${V1}"`);
       const file = components[V1]!;
@@ -85,6 +90,10 @@ describe('clusterctl and the release (sequential: each step starts where the las
       expect(api.metadata.labels['app.kubernetes.io/version']).toBe(V1);
       expect(api.spec.template.spec.containers[0]!.image).toBe(
         `ghcr.io/capi-upgrade-orchestrator/capi-upgrade-orchestrator:${V1}`,
+      );
+      // The hook server trusts the client CA the platform named, in place of cert-manager's bundle.
+      expect(api.spec.template.spec.volumes?.find((v) => v.name === 'client-ca')?.secret?.secretName).toBe(
+        'platform-capi-client-ca',
       );
       const settings = JSON.parse(
         await bed.kubectl(['get', 'configmap', '-n', NAMESPACE, '-l', 'app.kubernetes.io/version', '-o', 'json']),

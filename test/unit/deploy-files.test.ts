@@ -82,6 +82,21 @@ describe('Dockerfile', () => {
     expect(importers).toEqual([]);
   });
 
+  it('documents every clusterctl variable of the release in docs/release.md', () => {
+    const inRelease = new Set(
+      readdirSync('config/release')
+        .flatMap((f) => [...readFileSync(join('config/release', f), 'utf8').matchAll(/\$\{(CAPI_UPGRADE_[A-Z_]+):=/g)])
+        .map((m) => m[1]),
+    );
+    // The image variable is written by scripts/release.ts, not a file of config/release.
+    inRelease.add('CAPI_UPGRADE_IMAGE');
+    const documented = new Set(
+      [...readFileSync('docs/release.md', 'utf8').matchAll(/^\| `(CAPI_UPGRADE_[A-Z_]+)` /gm)].map((m) => m[1]),
+    );
+    expect(inRelease.size).toBeGreaterThan(8);
+    expect([...inRelease].sort()).toEqual([...documented].sort());
+  });
+
   it('stamps the release and the worker build into the image (docs/release.md, docs/worker-versioning.md)', () => {
     // The processes read these variables for /version, capi_upgrade_build_info, the memo and Worker Versioning.
     expect(dockerfile).toMatch(/^ARG VERSION=""$/m);
