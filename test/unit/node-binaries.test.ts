@@ -1,8 +1,12 @@
 // The `job` executor's supply chain settings: the image by digest, an https (or
 // file:///) binary source, checksums pinned per version in the worker's configuration.
 import { describe, expect, it } from '@jest/globals';
+import type { V1Job } from '@kubernetes/client-node';
+import { upgradeJob } from '../../src/activities/executors/job.ts';
+import { jobBinarySource } from '../../src/activities/executors/node-binaries.ts';
 import { ConfigError, parseConfig } from '../../src/config/index.ts';
 import {
+  BINARY_VOLUME_MOUNT,
   binarySourceProblem,
   DEFAULT_JOB_IMAGE,
   isPinnedImage,
@@ -128,5 +132,52 @@ describe('parseChecksums / pinnedDigests', () => {
       'line 3: arch mips is not one of amd64 arm64 ppc64le s390x',
       'line 4: v1.34.2/amd64/kubeadm is pinned twice, to different digests',
     ]);
+  });
+});
+
+describe('air-gapped binaries (NODE_UPGRADE_BINARY_VOLUME)', () => {
+  const params = {
+    name: 'machine-update-x',
+    namespace: 'kube-system',
+    nodeName: 'node-1',
+    version: 'v1.34.2',
+    mode: 'node' as const,
+    image: DEFAULT_JOB_IMAGE,
+    script: 'true',
+    backoffLimit: 2,
+    timeoutMs: 600_000,
+    arch: 'amd64',
+    digests: { kubeadm: A, kubelet: A, kubectl: A },
+  };
+  const env = (job: V1Job) =>
+    Object.fromEntries((job.spec?.template.spec?.containers[0]?.env ?? []).map((e) => [e.name, e.value]));
+
+  it('fetches from the volume, mounted read-only where the script reads it, when no other source is set', () => {
+    const binaryVolume = { kind: 'pvc' as const, claimName: 'kubernetes-binaries' };
+    const binarySource = jobBinarySource({ binaryVolume });
+    expect(binarySource).toBe(`file://${BINARY_VOLUME_MOUNT}`);
+    const job = upgradeJob({ ...params, binaryVolume, ...(binarySource ? { binarySource } : {}) });
+    const pod = job.spec!.template.spec!;
+    expect(env(job)['BINARY_SOURCE']).toBe('file:///node-binaries');
+    expect(pod.containers[0]!.volumeMounts).toContainEqual({
+      name: 'binaries',
+      mountPath: BINARY_VOLUME_MOUNT,
+      readOnly: true,
+    });
+    expect(pod.volumes).toContainEqual({
+      name: 'binaries',
+      persistentVolumeClaim: { claimName: 'kubernetes-binaries', readOnly: true },
+    });
+  });
+
+  it('keeps an explicit source over the volume, and neither source nor volume without them', () => {
+    const binaryVolume = { kind: 'image' as const, reference: 'registry.example.com/k8s-binaries@sha256:' + A };
+    expect(jobBinarySource({ binaryVolume, binarySource: 'https://mirror.example.com/k8s' })).toBe(
+      'https://mirror.example.com/k8s',
+    );
+    expect(jobBinarySource({})).toBeUndefined();
+    const job = upgradeJob(params);
+    expect(env(job)['BINARY_SOURCE']).toBeUndefined();
+    expect(job.spec!.template.spec!.volumes!.map((v) => v.name)).toEqual(['host']);
   });
 });

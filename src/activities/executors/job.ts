@@ -26,7 +26,7 @@ import {
   type NodeUpgradeExecution,
 } from '../machine-update-common.ts';
 import { ensureFilesSecret, filesSecretName, type ResolvedNodeUpgrade } from './bootstrap-files.ts';
-import { binaryVolumeSource, pinnedBinaryDigests } from './node-binaries.ts';
+import { binaryVolumeSource, jobBinarySource, pinnedBinaryDigests } from './node-binaries.ts';
 import { readNodeOrFail } from '../node.ts';
 import { kubeletMatches } from '../../domain/cluster-health.ts';
 
@@ -182,7 +182,7 @@ export function jobExecution(
         MACHINE_UPDATE_FAILURES.invalidInput,
       );
     const digests = pinnedBinaryDigests(config.checksumsFile, input.version, arch);
-    const binarySource = config.binarySource ?? (config.binaryVolume ? `file://${BINARY_VOLUME_MOUNT}` : undefined);
+    const binarySource = jobBinarySource(config);
     const body = upgradeJob({
       name,
       namespace,

@@ -5,6 +5,7 @@ import { readFileSync, statSync } from 'node:fs';
 import type { V1Volume } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import {
+  BINARY_VOLUME_MOUNT,
   MAX_CHECKSUMS_FILE_BYTES,
   parseChecksums,
   pinnedDigests,
@@ -12,6 +13,14 @@ import {
   type NodeBinary,
 } from '../../domain/node-binaries.ts';
 import { MACHINE_UPDATE_FAILURES } from '../machine-update-common.ts';
+
+/**
+ * Where the Job's script fetches the binaries: the configured source, else the pre-staged volume
+ * when one is configured (air-gapped), else undefined (the script's default, dl.k8s.io).
+ */
+export function jobBinarySource(config: { binarySource?: string; binaryVolume?: BinaryVolume }): string | undefined {
+  return config.binarySource ?? (config.binaryVolume ? `file://${BINARY_VOLUME_MOUNT}` : undefined);
+}
 
 /** The Job's read-only volume of pre-staged binaries (NODE_UPGRADE_BINARY_VOLUME). */
 export function binaryVolumeSource(v: BinaryVolume): V1Volume {
