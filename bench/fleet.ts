@@ -99,7 +99,12 @@ import {
   type Target as ClassTarget,
 } from './lib/fleet-report.ts';
 import { memoryBreakdown } from './lib/fleet-profile.ts';
-import { startFleetManagement, stopFleetManagement, type FleetManagement } from './lib/fleet-management.ts';
+import {
+  requestCheckCounts,
+  startFleetManagement,
+  stopFleetManagement,
+  type FleetManagement,
+} from './lib/fleet-management.ts';
 import { benchNodeFlags, startStack, type Stack } from '../support/stack.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -667,6 +672,11 @@ async function main(): Promise<number> {
       }),
     );
     if (repeatPolls.length === 2) console.log(`\n${perPollRatio(repeatPolls, started)}`);
+    if (management)
+      console.log(
+        `\nrequest checks ${options.requestChecks ? 'on' : 'off'} (the api's capi_upgrade_hook_request_checks_total):\n` +
+          (await requestCheckCounts(started.api.opsUrl)),
+      );
     return outcome.results.some((r) => r.phase.errors > 0) ? 1 : 0;
   } finally {
     await stopStack();

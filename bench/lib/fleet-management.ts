@@ -83,3 +83,16 @@ export async function startFleetManagement(
     },
   };
 }
+
+/**
+ * The api's request-check counts by hook and result (capi_upgrade_hook_request_checks_total), one
+ * line each: the proof that the run's starts and signals were checked, and that none was refused.
+ */
+export async function requestCheckCounts(opsUrl: string): Promise<string> {
+  const text = await (await fetch(`${opsUrl}/metrics`)).text();
+  const lines = text
+    .split('\n')
+    .filter((l) => l.startsWith('capi_upgrade_hook_request_checks_total{'))
+    .map((l) => `  ${l}`);
+  return lines.length > 0 ? lines.join('\n') : '  (none counted)';
+}
