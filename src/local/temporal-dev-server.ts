@@ -3,7 +3,7 @@
 // ports, throwaway file, headless). The only place that knows the CLI's flags.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { mkdirSync, openSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
@@ -16,7 +16,7 @@ export interface DevServerOptions {
   dbFilename: string;
   /** Frontend gRPC port; 0 picks a free one. */
   port?: number;
-  /** Web UI port; omitted = headless. */
+  /** Web UI port; 0 picks a free one; omitted = headless. */
   uiPort?: number;
   /** Where the server's own log goes (it is chatty). */
   logFile: string;
@@ -74,22 +74,65 @@ export function devServerArgs(
   return args;
 }
 
-export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
+/** The last lines of the server's log: its own words on why it stopped, for an error that outlives a temp dir. */
+export function logTail(file: string, lines = 15): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+/** Why a start went wrong; `exited` = the server stopped before it answered. */
+class StartFailure extends Error {
+  readonly exited: boolean;
+  constructor(message: string, exited: boolean) {
+    super(message);
+    this.exited = exited;
+  }
+}
+
+/**
+ * Starts the server, trying again (up to `attempts`, new free ports where they were
+ * not given) when it exits before it answers: the dev server picks ports for its
+ * internal services itself, and a neighbour started at the same moment (the test
+ * setup starts several stacks at once) can take one between its check and its bind.
+ */
+export async function startDevServer(options: DevServerOptions & { attempts?: number }): Promise<DevServer> {
+  const attempts = options.attempts ?? 3;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(options);
+    } catch (err) {
+      if (!(err instanceof StartFailure) || !err.exited || attempt >= attempts) throw err;
+      console.warn(`${err.message}\ntrying again (${attempt + 1} of ${attempts})`);
+    }
+  }
+}
+
+async function startOnce(options: DevServerOptions): Promise<DevServer> {
   const ip = options.ip ?? '127.0.0.1';
   const namespace = options.namespace ?? 'default';
+  // 0 = any free port, chosen now rather than by the caller earlier: the shorter the gap
+  // between choosing and binding, the less a neighbour can take it.
   const port = options.port || (await freePort(ip));
+  const uiPort = options.uiPort === 0 ? await freePort(ip) : options.uiPort;
   mkdirSync(dirname(options.dbFilename), { recursive: true });
   mkdirSync(dirname(options.logFile), { recursive: true });
   const log = openSync(options.logFile, 'a');
-  const args = devServerArgs({ ...options, ip, namespace, port });
+  const args = devServerArgs({ ...options, ip, namespace, port, ...(uiPort !== undefined ? { uiPort } : {}) });
   const child: ChildProcess = spawn(options.executable, args, { stdio: ['ignore', log, log] });
+  closeSync(log);
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const address = `${ip}:${port}`;
   const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
   let lastError: unknown;
   for (;;) {
-    if (child.exitCode !== null) {
-      throw new Error(`temporal dev server exited with code ${child.exitCode}; see ${options.logFile}`);
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new StartFailure(
+        `temporal dev server exited with ${child.exitCode ?? child.signalCode} before it answered on ${address}; the end of ${options.logFile}:\n${logTail(options.logFile)}`,
+        true,
+      );
     }
     try {
       const conn = await Connection.connect({ address, connectTimeout: 1000 });
@@ -103,8 +146,10 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
       lastError = err;
       if (Date.now() > deadline) {
         child.kill('SIGKILL');
-        throw new Error(
-          `temporal dev server did not answer on ${address}: ${String(lastError)}; see ${options.logFile}`,
+        await exited;
+        throw new StartFailure(
+          `temporal dev server did not answer on ${address}: ${String(lastError)}; the end of ${options.logFile}:\n${logTail(options.logFile)}`,
+          false,
         );
       }
       await sleep(250);
@@ -113,10 +158,10 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   return {
     address,
     namespace,
-    ...(options.uiPort !== undefined ? { uiUrl: `http://localhost:${options.uiPort}` } : {}),
+    ...(uiPort !== undefined ? { uiUrl: `http://localhost:${uiPort}` } : {}),
     pid: child.pid ?? -1,
     async stop() {
-      if (child.exitCode !== null) return;
+      if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
       await exited;

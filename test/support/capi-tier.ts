@@ -13,7 +13,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from '../../src/local/temporal-dev-server.ts';
 import { CAPI_CORE_CLIENT_SUBJECT, CAPI_KCP_CLIENT_SUBJECT, testPki } from './pki.ts';
 
 /** The ExtensionConfig name: handler names CAPI sees are `<handler>.<this>`. */
@@ -75,7 +74,6 @@ async function startExtension(
   mkdirSync(dir, { recursive: true });
   const clientCaFile = join(dir, 'client-ca.crt');
   writeFileSync(clientCaFile, testPki().clientCa.certPem);
-  const [temporalPort, uiPort, hookPort] = [await freePort(), await freePort(), await freePort()];
   const log = join(dir, 'extension.log');
   const out = openSync(log, 'a');
   const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', join(ROOT, 'src/local/dev.ts')], {
@@ -87,9 +85,11 @@ async function startExtension(
     env: {
       ...process.env,
       CAPI_UO_DATA_DIR: dir,
-      TEMPORAL_PORT: String(temporalPort),
-      TEMPORAL_UI_PORT: String(uiPort),
-      HOOK_SERVER_PORT: String(hookPort),
+      // 0 = each server binds a free port itself, as late as it can; chosen here, a port
+      // could be taken by one of the stacks starting beside this one before it was bound.
+      TEMPORAL_PORT: '0',
+      TEMPORAL_UI_PORT: '0',
+      HOOK_SERVER_PORT: '0',
       MANAGEMENT_KUBECONFIG: managementKubeconfig,
       TLS_CLIENT_CA_FILE: clientCaFile,
       HOOK_CLIENT_ALLOWED_SUBJECTS: `CN=${CAPI_CORE_CLIENT_SUBJECT},CN=${CAPI_KCP_CLIENT_SUBJECT}`,
@@ -105,11 +105,17 @@ async function startExtension(
     }
     await new Promise((r) => setTimeout(r, 250));
   }
+  const output = readFileSync(log, 'utf8');
+  const printed = (label: string): string => {
+    const value = new RegExp(`^\\s*${label}\\s+(\\S+)`, 'm').exec(output)?.[1];
+    if (!value) throw new Error(`the extension did not print its ${label}; its output:\n${output}`);
+    return value;
+  };
   return {
     child,
     log,
-    temporalAddress: `127.0.0.1:${temporalPort}`,
-    hookUrl: `https://127.0.0.1:${hookPort}`,
+    temporalAddress: printed('Temporal frontend'),
+    hookUrl: printed('Hook server'),
     caFile: join(dir, 'certs', 'ca.crt'),
   };
 }
