@@ -3,11 +3,12 @@
 // ports, throwaway file, headless). The only place that knows the CLI's flags.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { allSearchAttributeKeys } from '../model/search-attributes.ts';
+import { logTail } from './log-tail.ts';
 
 export interface DevServerOptions {
   /** Path of the `temporal` CLI binary. */
@@ -72,15 +73,6 @@ export function devServerArgs(
   if (opts.uiPort === undefined) args.push('--headless');
   else args.push('--ui-port', String(opts.uiPort));
   return args;
-}
-
-/** The last lines of the server's log: its own words on why it stopped, for an error that outlives a temp dir. */
-export function logTail(file: string, lines = 15): string {
-  try {
-    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-  } catch {
-    return '(no log)';
-  }
 }
 
 /** Why a start went wrong; `exited` = the server stopped before it answered. */

@@ -3,10 +3,11 @@
 // scripts/temporal-production.sh, for the test harness and the benchmarks. The
 // script is the only place that knows how it is laid out.
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync, renameSync } from 'node:fs';
+import { readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { ensureSearchAttributes } from '../temporal-setup.ts';
+import { logTail } from './log-tail.ts';
 import type { DevServer } from './temporal-dev-server.ts';
 
 export type TemporalServiceName = 'frontend' | 'history' | 'matching' | 'worker';
@@ -108,8 +109,7 @@ function serviceLogTails(stateDir: string): string {
   return (['frontend', 'history', 'matching', 'worker'] as const)
     .map((svc) => {
       const file = join(stateDir, svc, 'log');
-      if (!existsSync(file)) return `${svc}: no log`;
-      return `${svc} (${file}):\n${readFileSync(file, 'utf8').split('\n').slice(-20).join('\n')}`;
+      return `${svc} (${file}):\n${logTail(file)}`;
     })
     .join('\n');
 }

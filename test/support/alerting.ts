@@ -9,6 +9,7 @@ import { createServer } from 'node:http';
 import { mkdirSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { logTail } from '../../src/local/log-tail.ts';
 import { freePort } from '../../src/local/temporal-dev-server.ts';
 
 /** Alerts that fire as soon as their metric is above 0 (`for: 0s`). */
@@ -45,13 +46,14 @@ function versionOf(bin: string): string {
 async function ready(url: string, child: ChildProcess, log: string): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`${url}: the process exited with ${child.exitCode}; see ${log}`);
+    if (child.exitCode !== null)
+      throw new Error(`${url}: the process exited with ${child.exitCode}; the end of ${log}:\n${logTail(log)}`);
     try {
       if ((await fetch(`${url}/-/ready`, { signal: AbortSignal.timeout(1000) })).ok) return;
     } catch {
       // not listening yet
     }
-    if (Date.now() > deadline) throw new Error(`${url} did not become ready; see ${log}`);
+    if (Date.now() > deadline) throw new Error(`${url} did not become ready; the end of ${log}:\n${logTail(log)}`);
     await sleep(200);
   }
 }
@@ -67,7 +69,21 @@ function stopper(child: ChildProcess): () => Promise<void> {
   };
 }
 
+/**
+ * Started once more, on new ports in a new directory, when the first start fails: the
+ * ports are chosen before the servers bind them, and the stacks the test setup starts
+ * beside this one can take one in between.
+ */
 export async function startAlerting(dir: string): Promise<Alerting> {
+  try {
+    return await startAlertingOnce(dir);
+  } catch (err) {
+    console.warn(`${String(err)}\nstarting Prometheus and Alertmanager again on new ports`);
+    return await startAlertingOnce(`${dir}-again`);
+  }
+}
+
+async function startAlertingOnce(dir: string): Promise<Alerting> {
   const prometheus = binary('PROMETHEUS_BIN', 'prometheus');
   const alertmanager = binary('ALERTMANAGER_BIN', 'prometheus-alertmanager');
   const targetsDir = join(dir, 'targets');
