@@ -21,6 +21,8 @@
 // load calls a gate for, with the uid and topology version the requests carry; the api then checks
 // each call that starts or signals an upgrade against it (--request-checks on, the default there)
 // or not (off): the same run with each says what the checks cost (docs/performance.md).
+// --request-checks without --management testbed is refused. A test bed left by a benchmark killed
+// beyond cleanup (SIGKILL) is taken down by the next --management testbed run.
 //
 // --extension-root runs another checkout's src/ (e.g. `git archive` of main, with a node_modules
 // link) under the same driver: "before" and "after" figures from one script. BENCH_NODE_FLAGS
@@ -61,9 +63,9 @@
 //      an existing workflow, recorded by an update).
 // Open loop: requests leave on schedule whatever the answers, so latency includes queueing.
 // Any transport error, non-200, status other than Success or unexpected answer is an error.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { rmSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Agent } from 'node:https';
@@ -100,6 +102,8 @@ import {
 } from './lib/fleet-report.ts';
 import { memoryBreakdown } from './lib/fleet-profile.ts';
 import {
+  fleetManagementDir,
+  reapStaleFleetManagement,
   requestCheckCounts,
   startFleetManagement,
   stopFleetManagement,
@@ -131,7 +135,7 @@ function parseOptions() {
       profile: { type: 'string', default: 'default' },
       seed: { type: 'string' },
       management: { type: 'string', default: 'none' },
-      'request-checks': { type: 'string', default: 'on' },
+      'request-checks': { type: 'string' },
     },
     strict: true,
   });
@@ -158,11 +162,15 @@ function parseOptions() {
   if (tenK && values.clusters === '500') values.clusters = '10000';
   const clusters = Math.round(number('clusters', 1, 100_000));
   if (tenK && values.rate === '100') values.rate = String(clusters / REPOLL_SECONDS);
+  const management = oneOf('management', ['none', 'testbed'] as const, 'none');
+  // Without a management cluster there is nothing to check against: the checks are off, whatever was asked.
+  if (values['request-checks'] !== undefined && management !== 'testbed')
+    throw new Error('--request-checks needs --management testbed (without a management cluster the checks are off)');
   return {
     profile,
     temporal: oneOf('temporal', ['dev', 'production'] as const, 'dev'),
     seed: oneOf('seed', ['hooks', 'client'] as const, tenK ? 'client' : 'hooks'),
-    management: oneOf('management', ['none', 'testbed'] as const, 'none'),
+    management,
     requestChecks: oneOf('request-checks', ['on', 'off'] as const, 'on') === 'on',
     clusters,
     rate: number('rate', 0.1, 10_000),
@@ -623,7 +631,7 @@ async function main(): Promise<number> {
   const log = (line: string) => process.stderr.write(`${line}\n`);
   let stack: Pick<Stack, 'stop' | 'killNow'> | undefined;
   let management: FleetManagement | undefined;
-  const managementDir = options.management === 'testbed' ? mkdtempSync(join(tmpdir(), 'capi-uo-bench-mgmt-')) : '';
+  const managementDir = options.management === 'testbed' ? fleetManagementDir() : '';
   let stopping: Promise<void> | undefined;
   const stopStack = () =>
     (stopping ??= (async () => {
@@ -642,6 +650,7 @@ async function main(): Promise<number> {
   process.once('exit', () => stack?.killNow());
   try {
     if (options.management === 'testbed') {
+      await reapStaleFleetManagement(ROOT, log);
       management = await startFleetManagement(ROOT, managementDir, log);
       await createManagedClusters(management, options);
       log(`request checks ${options.requestChecks ? 'on' : 'off'}, against the management test bed`);

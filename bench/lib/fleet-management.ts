@@ -15,6 +15,7 @@ import {
   managementApi,
   type CapiObject,
 } from '../../support/testbed-fixtures.ts';
+import { ownedTempDir, reapOrphanedDirs } from '../../support/owned-dirs.ts';
 import { forEachLimit } from './load.ts';
 
 const execFileAsync = promisify(execFile);
@@ -27,6 +28,22 @@ export interface FleetManagement {
    * and returns their uids in the same order (the api's check compares the request's uid).
    */
   createClusters(namespace: string, names: readonly string[], version: string): Promise<string[]>;
+}
+
+const DIR_PREFIX = 'capi-uo-bench-mgmt-';
+
+/** A new directory for a management test bed, owned by this process. */
+export function fleetManagementDir(): string {
+  return ownedTempDir(DIR_PREFIX);
+}
+
+/**
+ * Takes down the management test beds (an API server and etcd each) that benchmarks killed
+ * beyond their cleanup (SIGKILL, a lost session) left running.
+ */
+export async function reapStaleFleetManagement(root: string, log: (line: string) => void): Promise<void> {
+  const reaped = await reapOrphanedDirs(DIR_PREFIX, (dir) => stopFleetManagement(root, dir));
+  for (const { dir, owner } of reaped) log(`took down ${dir}: left running by benchmark process ${owner}, now gone`);
 }
 
 /** Takes the test bed under `dir` down: safe to repeat, and after a start cut short. */
