@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
@@ -30,6 +30,12 @@ export default async function globalSetup(): Promise<void> {
   const selected = selectedProjects(process.argv) ?? ['unit', 'workflow', 'integration', 'e2e', 'capi', 'production'];
   const dir = mkdtempSync(join(tmpdir(), 'capi-uo-test-'));
   globalThis.__capiTestServices = { dir };
+  // Every temp dir a test or the tools it runs makes (tmpdir(), mktemp, Go's os.TempDir) lands
+  // under this run's directory, which the teardown removes: a run leaves nothing in /tmp, also
+  // where a test's own cleanup did not run (a failure, a timeout, a force-exited worker).
+  const scratch = join(dir, 'tmp');
+  mkdirSync(scratch);
+  process.env.TMPDIR = scratch;
   process.env.TEST_PKI_FILE = join(dir, 'pki.json');
   writeTestPki(process.env.TEST_PKI_FILE);
   const needsTemporal = selected.some((p) => temporalTiers.includes(p));
