@@ -5,7 +5,7 @@
 // entry point, machine-update.ts, which composes them).
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { MachineRef } from './machine-update-types.ts';
-import { MACHINE_DELETED, NODE_AGENT_MISSING } from '../model/machine-update.ts';
+import { MACHINE_DELETED, NODE_AGENT_MISSING, NODE_UPGRADE_REFUSED } from '../model/machine-update.ts';
 
 /** Types of the ApplicationFailures raised by the machine update activities. */
 export const MACHINE_UPDATE_FAILURES = {
@@ -28,6 +28,8 @@ export const MACHINE_UPDATE_FAILURES = {
   nodeUpgradeTimeout: 'NodeUpgradeTimeout',
   nodeVersionTimeout: 'NodeVersionTimeout',
   invalidInput: 'InvalidNodeUpgrade',
+  /** upgradeNode's invalidInput before its executor created anything: the node was not touched. */
+  nodeUpgradeRefused: NODE_UPGRADE_REFUSED,
 } as const;
 
 /** Throws a non-retryable {@link MACHINE_UPDATE_FAILURES.machineDeleted} when the Machine is gone or being deleted. */

@@ -90,6 +90,23 @@ export interface MachineUpdateActivityDeps {
 
 export const DEFAULT_WORKLOAD_NAMESPACE = 'kube-system';
 
+/**
+ * Runs the start of a node upgrade (inputs checked, the executor's object created). Its refusal
+ * (invalidInput) on the activity's first attempt comes before anything existed for this request
+ * (a new name per attempt of the update): the node is untouched, and the workflow may give it
+ * back. On a later attempt an earlier one may have created the Job or request: it stays invalidInput,
+ * and the node is kept as after any failure past the executor.
+ */
+async function refusedUntouched<T>(attempt: number, start: () => Promise<T>): Promise<T> {
+  try {
+    return await start();
+  } catch (err) {
+    if (attempt === 1 && err instanceof ApplicationFailure && err.type === MACHINE_UPDATE_FAILURES.invalidInput)
+      throw ApplicationFailure.nonRetryable(err.message, MACHINE_UPDATE_FAILURES.nodeUpgradeRefused);
+    throw err;
+  }
+}
+
 export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): MachineUpdateActivities {
   const namespace = deps.workloadNamespace ?? DEFAULT_WORKLOAD_NAMESPACE;
   const pollMs = deps.pollIntervalMs ?? 2_000;
@@ -110,29 +127,35 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
     async upgradeNode(input: NodeUpgradeInput): Promise<{ message: string }> {
       const ctx = Context.current();
       const startedAtMs = waitCheckpoint(ctx.info.heartbeatDetails)?.startedAtMs ?? Date.now();
-      if (!input.requestName) {
-        throw ApplicationFailure.nonRetryable('upgradeNode needs a requestName', MACHINE_UPDATE_FAILURES.invalidInput);
-      }
-      // The KubeadmConfig comes by reference: its files (often secrets) are read here, never carried in history.
-      const resolved = await resolveBootstrapFiles(deps.management, input);
-      let execution: NodeUpgradeExecution;
-      switch (input.executor) {
-        case 'delegate':
-          execution = delegateExecution(await workload(input.cluster), namespace, resolved);
-          break;
-        case 'job':
-          execution = jobExecution(await workload(input.cluster), namespace, deps.job ?? {}, resolved);
-          break;
-        case 'management':
-          execution = managementExecution(deps.management, resolved);
-          break;
-        default:
+      const execution = await refusedUntouched(ctx.info.attempt, async () => {
+        if (!input.requestName) {
           throw ApplicationFailure.nonRetryable(
-            `unknown node upgrade executor ${JSON.stringify(input.executor)} (want delegate, job or management)`,
+            'upgradeNode needs a requestName',
             MACHINE_UPDATE_FAILURES.invalidInput,
           );
-      }
-      await execution.ensure();
+        }
+        // The KubeadmConfig comes by reference: its files (often secrets) are read here, never carried in history.
+        const resolved = await resolveBootstrapFiles(deps.management, input);
+        let started: NodeUpgradeExecution;
+        switch (input.executor) {
+          case 'delegate':
+            started = delegateExecution(await workload(input.cluster), namespace, resolved);
+            break;
+          case 'job':
+            started = jobExecution(await workload(input.cluster), namespace, deps.job ?? {}, resolved);
+            break;
+          case 'management':
+            started = managementExecution(deps.management, resolved);
+            break;
+          default:
+            throw ApplicationFailure.nonRetryable(
+              `unknown node upgrade executor ${JSON.stringify(input.executor)} (want delegate, job or management)`,
+              MACHINE_UPDATE_FAILURES.invalidInput,
+            );
+        }
+        await started.ensure();
+        return started;
+      });
       // Each read also checks the Machine: one being deleted ends the wait (its update is aborted).
       const check = async (since: number) => {
         await machineDeleting(input.machine);

@@ -114,6 +114,12 @@ export const MACHINE_DELETED = 'MachineDeleted';
 /** Failure type of an update no node agent took: the node was not touched (activities raise it, the workflow reads it). */
 export const NODE_AGENT_MISSING = 'NodeAgentMissing';
 
+/**
+ * Failure type of a node upgrade refused before its executor created anything (no pinned checksums,
+ * bootstrap files over their limits): the node was not touched.
+ */
+export const NODE_UPGRADE_REFUSED = 'NodeUpgradeRefused';
+
 /** What a failed attempt says, before how it will be retried: the workflow and the api both spell it here. */
 export function machineUpdateFailure(
   machine: { namespace: string; name: string },

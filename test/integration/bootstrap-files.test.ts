@@ -98,7 +98,7 @@ describe('bootstrap files: bounded decompression', () => {
         `the activity's process peak RSS ${(result.hwmBeforeKiB / 1024).toFixed(0)} → ${(result.hwmAfterKiB / 1024).toFixed(0)} MiB (+${growthMiB.toFixed(1)} MiB)`,
     );
     expect(result.failure).toEqual({
-      type: 'InvalidNodeUpgrade',
+      type: 'NodeUpgradeRefused',
       nonRetryable: true,
       message:
         `bootstrap file /etc/kubernetes/bomb: over the ${MAX_BOOTSTRAP_FILES_BYTES}-byte limit for all bootstrap files ` +

@@ -811,7 +811,7 @@ describe('upgradeNode (delegate) and waitForNodeVersion', () => {
     const inline = [{ path: '/etc/kubernetes/extra.conf', content: 'a=1', permissions: '0600' }];
     await expect(upgrade({ nodeName: u, requestName: `${u}-inline`, files: inline })).rejects.toMatchObject({
       nonRetryable: true,
-      type: 'InvalidNodeUpgrade',
+      type: 'NodeUpgradeRefused',
       message:
         'this update carries 1 bootstrap file(s) inline in its workflow input, which is no longer accepted ' +
         '(file contents must not enter workflow history): abort it, and the next UpdateMachine reads them from the KubeadmConfig',
@@ -1017,7 +1017,7 @@ describe('upgradeNode (job)', () => {
     });
     await expect(failure).rejects.toMatchObject({
       nonRetryable: true,
-      type: 'InvalidNodeUpgrade',
+      type: 'NodeUpgradeRefused',
       message: `no pinned checksums for v1.99.0 in NODE_UPGRADE_CHECKSUMS_FILE ${checksumsFile} (docs/node-upgrade-job.md)`,
     });
     const unconfigured = createMachineUpdateActivities({
@@ -1043,6 +1043,19 @@ describe('upgradeNode (job)', () => {
     await expect(
       wl.kc.makeApiClient(BatchV1Api).readNamespacedJob({ name: `${j}-unpinned`, namespace: g }),
     ).rejects.toMatchObject({ code: 404 });
+    // On a later attempt of the activity an earlier one may have created the Job: not "refused, untouched".
+    const again: NodeUpgradeInput = {
+      cluster,
+      machine: { namespace: g, name: `m-${j}` },
+      version: 'v1.99.0',
+      files: [],
+      executor: 'job',
+      timeoutMs: 60_000,
+      nodeName: j,
+      requestName: `${j}-unpinned`,
+    };
+    const retried = new MockActivityEnvironment({ attempt: 2 }, { logger }).run(activities.upgradeNode, again);
+    await expect(retried).rejects.toMatchObject({ nonRetryable: true, type: 'InvalidNodeUpgrade' });
   });
 
   it('gives the script the bootstrap files in a Secret owned by the Job, never in its spec', async () => {
@@ -1137,6 +1150,6 @@ describe('upgradeNode (job)', () => {
   it('rejects an unknown executor', async () => {
     await expect(
       upgrade({ nodeName: j, requestName: `${j}-h2`, executor: 'ssh' as NodeUpgradeInput['executor'] }),
-    ).rejects.toMatchObject({ nonRetryable: true, type: 'InvalidNodeUpgrade' });
+    ).rejects.toMatchObject({ nonRetryable: true, type: 'NodeUpgradeRefused' });
   });
 });

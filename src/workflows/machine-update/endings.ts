@@ -6,6 +6,7 @@ import { CancellationScope, isCancellation } from '@temporalio/workflow';
 import {
   MACHINE_DELETED,
   NODE_AGENT_MISSING,
+  NODE_UPGRADE_REFUSED,
   machineUpdateQueuedDetail,
   type MachineUpdateStatus,
 } from '../../model/machine-update.ts';
@@ -41,22 +42,33 @@ export function isAbort(s: MachineUpdateState, err: unknown): boolean {
 /** An abort: the node given back as it was, unless the executor had started on it. */
 export async function endAborted(s: MachineUpdateState): Promise<MachineUpdateStatus> {
   if (s.executorStarted && (await stopExecutor(s))) return await keepNode(s, s.abortReason);
+  // An earlier attempt's executor left the node marked: it stays out of service, whatever this attempt did.
+  if (s.nodeMarked) {
+    await cleanUp(s, false);
+    return await keepNode(s, s.abortReason, true);
+  }
   await cleanUp(s, true);
   await releaseRemediation(s);
   return await recordAborted(s, s.abortReason ?? 'aborted');
 }
 
 /**
- * A failed attempt. Before the executor ran (or when no agent ever took the request) the node is as
- * it was: give it back. After, its state is unknown: keep it cordoned and say so on the Node, where
- * remediation looks. Returns whether the node was kept so (touched).
+ * A failed attempt. Before the executor ran (or when no agent ever took the request, or the upgrade
+ * was refused before anything was created) the node is as it was: give it back, unless an earlier
+ * attempt's executor touched it. After, its state is unknown: keep it cordoned and say so on the
+ * Node, where remediation looks. Returns whether the node was kept so (touched).
  */
 export async function recordFailure(s: MachineUpdateState, err: unknown): Promise<boolean> {
   const reason = failureReason(err);
-  const touched = s.executorStarted && failureType(err) !== NODE_AGENT_MISSING;
+  const type = failureType(err);
+  const untouched = type === NODE_AGENT_MISSING || type === NODE_UPGRADE_REFUSED;
+  const touchedNow = s.executorStarted && !untouched;
+  const touched = s.nodeMarked || touchedNow;
   await cleanUp(s, !touched);
-  if (touched && s.status.nodeName) {
+  // Marked once, by the attempt whose executor touched it: a later attempt's failure keeps that reason.
+  if (touchedNow && s.status.nodeName) {
     await quick.setNodeUpdateFailed({ cluster: s.cluster, nodeName: s.status.nodeName, reason: `${s.who}: ${reason}` });
+    s.nodeMarked = true;
   }
   // Failed: remediation may take the Machine (InPlaceUpdateFailed) until a retry holds it again.
   await releaseRemediation(s);

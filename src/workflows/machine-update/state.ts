@@ -47,6 +47,11 @@ export class MachineUpdateState {
   cordonedByUs = false;
   /** The executor may have touched the node: it is not given back as it was. */
   executorStarted = false;
+  /**
+   * A failed attempt's executor touched the node and marked it InPlaceUpdateFailed: no later attempt
+   * gives it back (however it fails or is aborted) until one sees it on the new version and Ready.
+   */
+  nodeMarked = false;
   /** skip-remediation may be on the Machine (set before the hold's answer: a cancelled hold may have landed). */
   remediationHeld = false;
   /** The uncordon recorded MachineUpdateSucceeded (a node we did not cordon has no uncordon). */

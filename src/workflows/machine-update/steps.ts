@@ -217,6 +217,7 @@ async function waitForNode(s: MachineUpdateState, nodeName: string): Promise<voi
     }),
   );
   await quick.clearNodeUpdateFailed({ cluster: s.cluster, nodeName });
+  s.nodeMarked = false;
 }
 
 /** Uncordon, when we cordoned it; it records MachineUpdateSucceeded. */

@@ -21,9 +21,12 @@
 //   executor is stopped after its last words are kept (stopNodeUpgrade's result),
 //   and the node is treated as after such a failure: it stays cordoned, marked
 //   InPlaceUpdateFailed; UpdateMachine answers Failure saying so and the run ends.
-// - a failure before the executor touched the node: the node is uncordoned (it
-//   is as it was); after: it stays cordoned with the Node condition
-//   InPlaceUpdateFailed=True, which a MachineHealthCheck can remediate.
+// - a failure before the executor touched the node (or a node upgrade refused
+//   before anything was created for it): the node is uncordoned (it is as it
+//   was); after: it stays cordoned with the Node condition
+//   InPlaceUpdateFailed=True, which a MachineHealthCheck can remediate. Once
+//   marked, it stays so through every later attempt's failure or abort until
+//   an attempt sees it Ready on the new version.
 //   Either way the run stays open, answers Failure, and starts over when
 //   UpdateMachine is called again after a backoff or on the `retry` signal.
 // - the Machine's cluster.x-k8s.io/skip-remediation (set before the drain, so a
