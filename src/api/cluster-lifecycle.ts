@@ -77,7 +77,7 @@ export function createClusterLifecycleHandlers(
       const running: string[] = [];
       for await (const wf of client.workflow.list({ query })) {
         const memo = Object.values(wf.memo ?? {})[0] as { abortRequested?: string } | undefined;
-        // Signal once: the memo shows an abort already on its way.
+        // Signal unless the memo shows an abort on its way (inside visibility's lag a call may signal again: a second abort changes nothing).
         if (memo?.abortRequested !== 'cluster is being deleted') {
           await checked();
           views.invalidate(wf.workflowId);

@@ -299,7 +299,11 @@ describe('request checks against the management cluster', () => {
         30_000,
       );
       expect(done).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
-      expect(await signals(workflowId)).toEqual(['abort']);
+      // Aborted (the test polls faster than CAPI's 10 s: a call inside the visibility lag of the memo
+      // that says an abort is on its way signals again, which the run ignores).
+      const sent = await signals(workflowId);
+      expect(sent.length).toBeGreaterThanOrEqual(1);
+      expect(new Set(sent)).toEqual(new Set(['abort']));
       expect(await client.workflow.getHandle(workflowId).result()).toMatchObject({
         phase: 'Aborted',
         reason: 'cluster is being deleted',
