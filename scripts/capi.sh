@@ -112,22 +112,11 @@ down() {
   rm -rf "$STATE/pids" "$STATE/capi.json" "$STATE/state.env"
 }
 
-# free_ports N: N distinct free loopback ports (held together while chosen).
+# free_ports N: N distinct free loopback ports, each left in TIME_WAIT so that no
+# other process's bind to port 0 gets it before the manager binds it
+# (src/local/free-ports.ts).
 free_ports() {
-  node -e '
-    const net = require("net");
-    const n = Number(process.argv[1]);
-    const servers = [];
-    const next = () => {
-      if (servers.length === n) {
-        console.log(servers.map((s) => s.address().port).join(" "));
-        servers.forEach((s) => s.close());
-        return;
-      }
-      const s = net.createServer();
-      s.listen(0, "127.0.0.1", () => { servers.push(s); next(); });
-    };
-    next();' "$1"
+  node "$ROOT/src/local/free-ports.ts" "$1"
 }
 
 make_certs() {

@@ -10,7 +10,8 @@ import { chmodSync, copyFileSync, cpSync, mkdtempSync, openSync, rmSync, symlink
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort, startDevServer, type DevServer } from '../src/local/temporal-dev-server.ts';
+import { freePorts } from '../src/local/free-ports.ts';
+import { startDevServer, type DevServer } from '../src/local/temporal-dev-server.ts';
 import { startProductionTemporal, type ProductionTemporal } from '../src/local/temporal-production.ts';
 import { imageMemoryEnv, imageNodeOptions } from './image-env.ts';
 import { writeServingCertificate } from './hook-server.ts';
@@ -71,12 +72,8 @@ export interface Stack {
   killNow(): void;
 }
 
-/** `count` different free ports (one probe can hand back a port another just released). */
-export async function freePorts(count: number): Promise<number[]> {
-  const ports = new Set<number>();
-  while (ports.size < count) ports.add(await freePort());
-  return [...ports];
-}
+// The harness's free ports (left in TIME_WAIT, see src/local/free-ports.ts), for the bench and chaos runs too.
+export { freePorts };
 
 /** Ends a child: SIGTERM (its own graceful stop), SIGKILL after `graceMs`. */
 export async function end(child: ChildProcess, graceMs: number): Promise<void> {

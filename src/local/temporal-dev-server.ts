@@ -2,12 +2,12 @@
 // persistent SQLite file, Web UI on :8233) and for the test harness (free
 // ports, throwaway file, headless). The only place that knows the CLI's flags.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { allSearchAttributeKeys } from '../model/search-attributes.ts';
+import { freePort } from './free-ports.ts';
 import { logTail } from './log-tail.ts';
 
 export interface DevServerOptions {
@@ -33,18 +33,6 @@ export interface DevServer {
   uiUrl?: string;
   pid: number;
   stop(): Promise<void>;
-}
-
-export async function freePort(host = '127.0.0.1'): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, host, () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 export function devServerArgs(

@@ -9,7 +9,7 @@ import { createAlertActivities } from '../../src/activities/alerts.ts';
 import { boundedRequest } from '../../src/activities/alert-http.ts';
 import { resolveAlertPolicy } from '../../src/domain/alert-policy.ts';
 import type { AlertPolicy, AlertReport } from '../../src/model/alerts.ts';
-import { freePort } from '../../src/local/temporal-dev-server.ts';
+import { freePort } from '../../src/local/free-ports.ts';
 import { alertTarget, type AlertTarget } from '../support/alerting.ts';
 import { beforeClusterUpgrade, startUpgradeHarness, steps } from '../support/upgrade-harness.ts';
 import { temporalSignal } from '../support/temporal-cli.ts';

@@ -49,7 +49,7 @@ import { createUpgradeActivities } from '../../src/activities/upgrade.ts';
 import { createAlertActivities } from '../../src/activities/alerts.ts';
 import type { AlertActivities } from '../../src/activities/alert-types.ts';
 import { resolveAlertPolicy } from '../../src/domain/alert-policy.ts';
-import { freePort } from '../../src/local/temporal-dev-server.ts';
+import { freePort } from '../../src/local/free-ports.ts';
 import type { UpgradeActivities } from '../../src/activities/upgrade-types.ts';
 import { createNodeAgentCheck, type NodeAgentCheck } from '../../src/api/node-agents.ts';
 import { createNodeUpgraderCheck } from '../../src/api/node-upgraders.ts';

@@ -10,7 +10,7 @@ import { mkdirSync, openSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { logTail } from '../../src/local/log-tail.ts';
-import { freePort } from '../../src/local/temporal-dev-server.ts';
+import { freePort } from '../../src/local/free-ports.ts';
 
 /** Alerts that fire as soon as their metric is above 0 (`for: 0s`). */
 export const ALERT_NAMES = ['KubeNodeNotReady', 'KubePodCrashLooping', 'TargetDown', 'Watchdog'] as const;

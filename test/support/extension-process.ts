@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '../../src/local/temporal-dev-server.ts';
+import { freePorts } from '../../src/local/free-ports.ts';
 import { testPki } from './pki.ts';
 import { waitFor } from './wait.ts';
 
@@ -20,13 +20,6 @@ export interface ExtensionProcess {
   /** /readyz until it says ok (or the process exits). */
   ready(timeoutMs?: number): Promise<void>;
   kill(): void;
-}
-
-/** `count` different free ports (one probe can hand back a port another just released). */
-export async function freePorts(count: number): Promise<number[]> {
-  const ports = new Set<number>();
-  while (ports.size < count) ports.add(await freePort());
-  return [...ports];
 }
 
 export async function startExtensionProcess(env: Record<string, string>): Promise<ExtensionProcess> {
