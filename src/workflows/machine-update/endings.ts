@@ -42,11 +42,9 @@ export function isAbort(s: MachineUpdateState, err: unknown): boolean {
 /** An abort: the node given back as it was, unless the executor had started on it. */
 export async function endAborted(s: MachineUpdateState): Promise<MachineUpdateStatus> {
   if (s.executorStarted && (await stopExecutor(s))) return await keepNode(s, s.abortReason);
-  // An earlier attempt's executor left the node marked: it stays out of service, whatever this attempt did.
-  if (s.nodeMarked) {
-    await cleanUp(s, false);
-    return await keepNode(s, s.abortReason, true);
-  }
+  // An earlier attempt's executor left the node marked: it stays out of service, whatever this attempt did
+  // (its executor, if any, was stopped above and had not started on the node: nothing else to clean up).
+  if (s.nodeMarked) return await keepNode(s, s.abortReason, true);
   await cleanUp(s, true);
   await releaseRemediation(s);
   return await recordAborted(s, s.abortReason ?? 'aborted');
