@@ -6,6 +6,7 @@ import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, F
 import fp from 'fastify-plugin';
 import {
   DISCOVERY_BODY_LIMIT_BYTES,
+  MAX_JSON_DEPTH,
   SMALL_BODY_BYTES,
   SMALL_BODY_RESERVE_BYTES,
   type ServerConfig,
@@ -15,6 +16,7 @@ import { hookBodiesRefused, hookRequestBodyBytes } from '../ops/metrics.ts';
 import { BodyBudget, recordBodyBytes } from './body-budget.ts';
 import { HOOKS_PATH_PREFIX, hookCatalog, hookNames, type HookName } from './contract.ts';
 import { HttpError } from './errors.ts';
+import { measureJson, type JsonBounds } from './json-bounds.ts';
 import type { HookRouteOptions } from './hook-route.ts';
 import type { HookRegistry } from './registry.ts';
 import { discoveryRoutes } from './routes/discovery.ts';
@@ -24,7 +26,7 @@ import { upgradePlanRoutes, type UpgradePlanHandlers } from './routes/upgrade-pl
 
 export interface HookAppOptions {
   registry: HookRegistry;
-  server: Pick<ServerConfig, 'bodyLimits' | 'bodyBytesInFlight' | 'unavailableRetryAfterSeconds'>;
+  server: Pick<ServerConfig, 'bodyLimits' | 'bodyBytesInFlight' | 'bodyMaxJsonItems' | 'unavailableRetryAfterSeconds'>;
   lifecycle: LifecycleHandlers;
   upgradePlan: UpgradePlanHandlers;
   inPlace: InPlaceHandlers;
@@ -118,6 +120,16 @@ function tooLarge(limit: number): HttpError {
   return new HttpError(413, `request body is larger than the limit of ${limit} bytes (HOOK_SERVER_BODY_LIMIT_BYTES)`);
 }
 
+/** A body that would cost too much to parse or walk: refused before JSON.parse builds it. */
+function tooComplex(bound: keyof JsonBounds, bounds: JsonBounds): HttpError {
+  return new HttpError(
+    413,
+    bound === 'maxItems'
+      ? `request body holds more than ${bounds.maxItems} JSON items (objects, arrays, members, elements) (HOOK_SERVER_BODY_MAX_JSON_ITEMS)`
+      : `request body nests objects and arrays more than ${bounds.maxDepth} deep`,
+  );
+}
+
 const hookApp: FastifyPluginAsync<HookAppOptions> = async (app: FastifyInstance, opts) => {
   const limits = opts.server.bodyLimits;
   // Each route's body limit from its hook family: what CAPI can send it (docs/limits.md).
@@ -163,12 +175,16 @@ const hookApp: FastifyPluginAsync<HookAppOptions> = async (app: FastifyInstance,
     return payload;
   });
 
-  // CAPI's client sets no Content-Type: every body is read as JSON.
+  // CAPI's client sets no Content-Type: every body is read as JSON, once its shape is known to be
+  // cheap to build (json-bounds.ts): no body makes one parse hold the event loop for seconds.
+  const jsonBounds: JsonBounds = { maxItems: opts.server.bodyMaxJsonItems, maxDepth: MAX_JSON_DEPTH };
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
     const bytes = body.length;
     recordBodyBytes(request, bytes);
     hookRequestBodyBytes.observe({ hook: hookLabel(request) }, bytes);
+    const { exceeded } = measureJson(body as Buffer, jsonBounds);
+    if (exceeded) return done(tooComplex(exceeded, jsonBounds), undefined);
     const text = body.toString('utf8');
     if (text.trim() === '') return done(new HttpError(400, 'request body is empty; expected a JSON object'), undefined);
     try {

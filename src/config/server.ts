@@ -37,6 +37,8 @@ export interface ServerConfig {
   bodyLimits: Record<HookFamily, number>;
   /** Body bytes being read, parsed and handled at once, all requests together (src/api/body-budget.ts). */
   bodyBytesInFlight: number;
+  /** Most JSON items (objects, arrays, members, elements) a body may hold; more get 413 before it is parsed (src/api/json-bounds.ts). */
+  bodyMaxJsonItems: number;
   /** Time to receive a whole request (headers and body); a slower client gets 408 and its body slot back. */
   requestTimeoutMs: number;
   /** Open connections at once; past it new connections are closed at once. */
@@ -67,6 +69,17 @@ export const DISCOVERY_BODY_LIMIT_BYTES = 64 * 1024;
 export const SMALL_BODY_BYTES = 64 * 1024;
 /** Bytes of the in-flight budget only small bodies may take: bodies at the limit never starve them. */
 export const SMALL_BODY_RESERVE_BYTES = 1024 * 1024;
+/**
+ * The largest body CAPI can send (~4.2 MiB) at the density of CAPI-shaped requests (one item per 11–14
+ * bytes) holds ~400 Ki items; this leaves ~30 % above. Parsing the costliest 6 MiB body under it takes
+ * ~0.2–0.4 s and ~28 MiB of heap, 6 MiB of `[{},…]` (4 Mi items) ~1.4 s and ~130 MiB (docs/limits.md).
+ */
+export const DEFAULT_BODY_MAX_JSON_ITEMS = 512 * 1024;
+/**
+ * Deepest nesting of objects and arrays a body may hold. Real Machines, KubeadmConfigs and infrastructure
+ * machines nest ~10 deep; the handlers' recursive walks overflow the stack past ~2,500.
+ */
+export const MAX_JSON_DEPTH = 1000;
 /** ~21 heap bytes per body byte at worst: 7 MiB in flight (~150 MiB) fits beside the api's ~70 MiB in a 256 MiB old space. */
 export const DEFAULT_BODY_BYTES_IN_FLIGHT = 7 * 1024 * 1024;
 
@@ -89,6 +102,7 @@ export function readServerConfig(read: EnvReader): ServerConfig {
     tlsReloadIntervalMs: read.int('TLS_RELOAD_INTERVAL_SECONDS', 10, 1, 3600) * 1000,
     insecureHttp: read.bool('HOOK_SERVER_INSECURE_HTTP', false),
     ...bodyBounds(read),
+    bodyMaxJsonItems: read.int('HOOK_SERVER_BODY_MAX_JSON_ITEMS', DEFAULT_BODY_MAX_JSON_ITEMS, 1024, 64 * 1024 * 1024),
     requestTimeoutMs: read.duration('HOOK_SERVER_REQUEST_TIMEOUT', 30_000, 1_000, 300_000),
     maxConnections: read.int('HOOK_SERVER_MAX_CONNECTIONS', 512, 1, 65_536),
     unavailableRetryAfterSeconds: read.int('HOOK_UNAVAILABLE_RETRY_AFTER_SECONDS', 30, 1, 3600),

@@ -1,8 +1,10 @@
 // Issue 26 item 4, the api half: whatever arrives, the process started as the
 // image starts it (NODE_OPTIONS caps V8's old space at 256 MiB) stays up,
 // stays under the api container's memory limit and keeps answering CAPI.
-// Bodies are shaped for the worst JSON.parse amplification ([{},{},…]: ~21
-// heap bytes per body byte), so the bound holds for any body of that size.
+// The costliest body the server parses is one at the limit holding as many JSON
+// items as it admits (HOOK_SERVER_BODY_MAX_JSON_ITEMS) as `{}`s, the rest one
+// string; a body denser than that ([{},{},…]: ~21 heap bytes and ~0.2 µs of one
+// event loop per body byte) is refused before it is parsed.
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
@@ -10,6 +12,8 @@ import { connect } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { HOOKS_API_VERSION, defaultHandlerName, type HookName } from '../../src/api/contract.ts';
 import { parseConfig } from '../../src/config/index.ts';
+import { MAX_JSON_DEPTH } from '../../src/config/server.ts';
+import { measureJson } from '../../src/api/json-bounds.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
 import { sampleRequest } from '../../support/capi-fixtures.ts';
@@ -23,17 +27,39 @@ const ca = testPki().ca.certPem;
 const discovery = { apiVersion: HOOKS_API_VERSION, kind: 'DiscoveryRequest' };
 const pathOf = (hook: HookName) => hookPath(hook, defaultHandlerName(hook));
 /** The defaults the process runs with. */
-const { bodyLimits } = parseConfig({}).server;
+const { bodyLimits, bodyMaxJsonItems } = parseConfig({}).server;
 const REQUEST_TIMEOUT_SECONDS = 15;
 
-/** `envelope` plus a `pad` of `{}`s: exactly `bytes` long, valid JSON, the costliest shape to parse. */
-function worstCaseBody(envelope: object, bytes: number): Buffer {
+const unbounded = { maxItems: Number.MAX_SAFE_INTEGER, maxDepth: Number.MAX_SAFE_INTEGER };
+
+/** `envelope` plus a `pad` of `{}`s: exactly `bytes` long, valid JSON, the densest shape there is. */
+function denseBody(envelope: object, bytes: number): Buffer {
   const head = `${JSON.stringify(envelope).slice(0, -1)},"pad":[`;
   const tail = ']}';
   const room = bytes - head.length - tail.length;
   const count = Math.max(0, Math.floor((room + 1) / 3));
   const items = count > 0 ? `${'{},'.repeat(count - 1)}{}` : '';
   return Buffer.from(head + items + ' '.repeat(room - items.length) + tail);
+}
+
+/**
+ * `envelope` plus as many `{}`s as the item bound admits and one string filling it to exactly
+ * `bytes`: the costliest body to parse that the server parses.
+ */
+function costliestBody(envelope: object, bytes: number): Buffer {
+  const head = JSON.stringify(envelope).slice(0, -1);
+  // `,"pad":[` adds 3 items, `,"fill":` 2, each `{}` 1 and each comma between them 1.
+  const count = Math.floor((bodyMaxJsonItems - measureJson(Buffer.from(head), unbounded).items - 5 + 1) / 2);
+  const items = `${'{},'.repeat(count - 1)}{}`;
+  const start = `${head},"pad":[${items}],"fill":"`;
+  return Buffer.from(`${start}${'x'.repeat(bytes - start.length - 2)}"}`);
+}
+
+/** A CanUpdateMachine request whose desired Machine spec holds arrays nested `depth` deep. */
+function deepBody(depth: number): string {
+  const request = sampleRequest('CanUpdateMachine') as { desired: { machine: { spec: Record<string, unknown> } } };
+  request.desired.machine.spec.extra = 'NESTED';
+  return JSON.stringify(request).replace('"NESTED"', '['.repeat(depth) + ']'.repeat(depth));
 }
 
 /** The api Deployment's memory limit (config/manager/api.yaml), in bytes. */
@@ -116,7 +142,7 @@ describe('bounded memory for any request body (api, image NODE_OPTIONS)', () => 
   afterAll(() => proc.kill());
 
   it('refuses three concurrent 10 MiB bodies to discovery with 413 and stays up (issue 26 row 4)', async () => {
-    const body = worstCaseBody(discovery, 10 * MiB);
+    const body = denseBody(discovery, 10 * MiB);
     const answers = await Promise.all([1, 2, 3].map(() => send(DISCOVERY_PATH, body)));
     expect(answers.map((a) => a.statusCode)).toEqual([413, 413, 413]);
     expect(answers[0]?.body).toMatchObject({ error: 'PayloadTooLarge' });
@@ -124,8 +150,10 @@ describe('bounded memory for any request body (api, image NODE_OPTIONS)', () => 
   });
 
   it('stays up and under its memory limit with 20 concurrent bodies at the limit and a burst of normal calls', async () => {
-    const big = worstCaseBody(sampleRequest('CanUpdateMachine'), bodyLimits['in-place']);
+    const big = costliestBody(sampleRequest('CanUpdateMachine'), bodyLimits['in-place']);
     expect(big.length).toBe(bodyLimits['in-place']);
+    expect(measureJson(big, unbounded).items).toBeGreaterThan(bodyMaxJsonItems - 2);
+    expect(measureJson(big, unbounded).items).toBeLessThanOrEqual(bodyMaxJsonItems);
     const normal: [string, object][] = [
       [DISCOVERY_PATH, discovery],
       [pathOf('GenerateUpgradePlan'), sampleRequest('GenerateUpgradePlan')],
@@ -175,9 +203,37 @@ describe('bounded memory for any request body (api, image NODE_OPTIONS)', () => 
     expect(peakRss(pid)).toBeLessThan(apiMemoryLimitBytes());
   });
 
+  it('refuses a body with more JSON items than it parses (413) before parsing it, and stays up', async () => {
+    const dense = denseBody(sampleRequest('CanUpdateMachine'), bodyLimits['in-place']);
+    const answers = await Promise.all([1, 2, 3].map(() => send(pathOf('CanUpdateMachine'), dense)));
+    expect(answers.map((a) => a.statusCode)).toEqual([413, 413, 413]);
+    expect(answers[0]?.body).toEqual({
+      error: 'PayloadTooLarge',
+      message: `request body holds more than ${bodyMaxJsonItems} JSON items (objects, arrays, members, elements) (HOOK_SERVER_BODY_MAX_JSON_ITEMS)`,
+    });
+    expect(await alive()).toEqual({ exited: null, statusCode: 200 });
+  });
+
+  it(`answers a spec nested ${MAX_JSON_DEPTH} deep, refuses one nested deeper (413), and stays up`, async () => {
+    const atBound = await send(pathOf('CanUpdateMachine'), deepBody(MAX_JSON_DEPTH - 4));
+    expect(atBound.statusCode).toBe(200);
+    expect(atBound.body).toMatchObject({ kind: 'CanUpdateMachineResponse', status: 'Success' });
+    expect(measureJson(Buffer.from(deepBody(MAX_JSON_DEPTH - 4)), unbounded).depth).toBe(MAX_JSON_DEPTH);
+    // Deep enough to overflow the stack of the handler's walk over the spec, were it parsed.
+    for (const depth of [MAX_JSON_DEPTH, 5_000]) {
+      const answer = await send(pathOf('CanUpdateMachine'), deepBody(depth));
+      expect(answer.statusCode).toBe(413);
+      expect(answer.body).toEqual({
+        error: 'PayloadTooLarge',
+        message: `request body nests objects and arrays more than ${MAX_JSON_DEPTH} deep`,
+      });
+    }
+    expect(await alive()).toEqual({ exited: null, statusCode: 200 });
+  });
+
   it('refuses a chunked body with no Content-Length once it passes the limit (413) and stays up', async () => {
     const limit = bodyLimits['in-place'];
-    const body = worstCaseBody(sampleRequest('CanUpdateMachine'), limit + 256 * 1024);
+    const body = denseBody(sampleRequest('CanUpdateMachine'), limit + 256 * 1024);
     const answer = await send(pathOf('CanUpdateMachine'), body, true);
     expect(answer.statusCode).toBe(413);
     expect(answer.body).toEqual({
@@ -200,7 +256,7 @@ describe('bounded memory for any request body (api, image NODE_OPTIONS)', () => 
     slow.write(
       `POST ${pathOf('CanUpdateMachine')} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ${limit}\r\n\r\n{"apiVersion":`,
     );
-    const big = worstCaseBody(sampleRequest('CanUpdateMachine'), limit);
+    const big = costliestBody(sampleRequest('CanUpdateMachine'), limit);
     // Its reservation leaves no room for another body at the limit: refused for now.
     const refused = await waitFor(
       () => send(pathOf('CanUpdateMachine'), big),

@@ -13,6 +13,7 @@ describe('parseConfig', () => {
       insecureHttp: false,
       bodyLimits: { lifecycle: 2 * 1024 * 1024, 'upgrade-plan': 2 * 1024 * 1024, 'in-place': 6 * 1024 * 1024 },
       bodyBytesInFlight: 7 * 1024 * 1024,
+      bodyMaxJsonItems: 512 * 1024,
       requestTimeoutMs: 30_000,
       maxConnections: 512,
     });
@@ -37,6 +38,11 @@ describe('parseConfig', () => {
         HOOK_SERVER_BODY_BYTES_IN_FLIGHT: String(4 * 1024 * 1024),
       }),
     ).toThrow(/HOOK_SERVER_BODY_BYTES_IN_FLIGHT=4194304: must be at least the largest body limit plus 1048576 bytes/);
+  });
+
+  it('reads HOOK_SERVER_BODY_MAX_JSON_ITEMS within its range', () => {
+    expect(parseConfig({ HOOK_SERVER_BODY_MAX_JSON_ITEMS: '2000000' }).server.bodyMaxJsonItems).toBe(2_000_000);
+    expect(() => parseConfig({ HOOK_SERVER_BODY_MAX_JSON_ITEMS: '10' })).toThrow(/HOOK_SERVER_BODY_MAX_JSON_ITEMS/);
   });
 
   it('reports every bad variable at once, by name', () => {
