@@ -116,10 +116,7 @@ describe('Temporal over mTLS', () => {
       ...withoutClientCert,
     });
     procs.push(proc);
-    const code = await Promise.race([
-      proc.exited(),
-      new Promise<string>((r) => setTimeout(() => r('still running'), 60_000)),
-    ]);
+    const code = await proc.exitedWithin(60_000);
     expect(code).toBe(1);
     expect(proxy.refused).toBeGreaterThan(refusedBefore);
     expect(proc.output()).toContain(`cannot connect to Temporal:`);

@@ -17,6 +17,8 @@ export interface ExtensionProcess {
   opsUrl: string;
   output(): string;
   exited(): Promise<number | null>;
+  /** Its exit code, or 'still running' after `ms` (the timer is cleared either way: no open handle left to jest). */
+  exitedWithin(ms: number): Promise<number | null | 'still running'>;
   /** /readyz until it says ok (or the process exits). */
   ready(timeoutMs?: number): Promise<void>;
   kill(): void;
@@ -66,6 +68,17 @@ export async function startExtensionProcess(env: Record<string, string>): Promis
     opsUrl,
     output: () => output,
     exited,
+    async exitedWithin(ms) {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        return await Promise.race([
+          exited(),
+          new Promise<'still running'>((resolve) => (timer = setTimeout(() => resolve('still running'), ms))),
+        ]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
     async ready(timeoutMs = 30_000) {
       const status = await waitFor(
         async () => {
