@@ -1,7 +1,7 @@
 // What JSON.parse would build from a body, measured on its bytes before it is
 // built. A body's size alone does not bound the work: 6 MiB of `[{},{},…]` is
 // two million objects, ~1.4 s of one event loop and ~130 MiB of heap, where 6 MiB
-// of ordinary Kubernetes objects is ~50 ms. And a value nested thousands deep
+// of CAPI-shaped requests parses in ~100 ms (docs/limits.md). And a value nested thousands deep
 // overflows the stack of any recursive walk after the parse.
 //
 // Items are the `{`, `[`, `,` and `:` outside strings: one per object or array,
