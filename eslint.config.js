@@ -40,6 +40,7 @@ export default tseslint.config(
             {
               group: [
                 '**/activities/*',
+                '**/platform/**',
                 '@temporalio/activity',
                 '@temporalio/worker',
                 '@temporalio/client',

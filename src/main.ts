@@ -24,6 +24,7 @@ import { DEFAULT_WORKLOAD_NAMESPACE } from './activities/machine-update.ts';
 import { upgradePlanHandlers } from './api/routes/upgrade-plan.ts';
 import { startHookServer, type HookServer } from './api/server.ts';
 import { ConfigError, parseConfig, type AppConfig } from './config/index.ts';
+import { configureWorkloadReads } from './platform/kube/workload-kube-config.ts';
 import { startOpsServer, type OpsServer } from './ops/ops-server.ts';
 import { startTemporalProbe } from './ops/temporal-probe.ts';
 import { startVisibilityGauges } from './ops/visibility-gauges.ts';
@@ -62,6 +63,8 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
     `capi-upgrade-orchestrator ${build.version} starting (role ${build.role})`,
   );
   buildInfoGauge.set({ version: build.version, role: build.role, build_id: build.buildId, node: build.node }, 1);
+  // Before any workload cluster is read (api: node agents; worker: every activity).
+  configureWorkloadReads(config.workloadReads);
   let hookServer: HookServer | undefined;
   let workers: WorkerHost | undefined;
   // Unreadable or invalid credential files stop the start here, naming the setting.

@@ -1,10 +1,12 @@
 // The cluster upgrade's health check activity: reads the cluster's Machines
 // (management cluster) and its nodes, pods and PodDisruptionBudgets (workload
 // cluster); the verdict itself is domain/cluster-health.ts.
-import { CoreV1Api, CustomObjectsApi, PolicyV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, PolicyV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { evaluateHealth, invalidHealthCheck, type MachineInfo } from '../domain/cluster-health.ts';
 import type { ClusterRef } from '../model/cluster-upgrade.ts';
+import { listPaged } from '../platform/kube/paged-list.ts';
+import { readLimitsOf } from '../platform/kube/workload-kube-config.ts';
 import { heartbeating } from './heartbeat.ts';
 import { apiClient, workloadKubeConfig } from './kube.ts';
 import type { HealthCheckInput, HealthReport, UpgradeActivities } from './upgrade-types.ts';
@@ -42,14 +44,13 @@ export function createClusterHealthActivities(management: KubeConfig): Pick<Upgr
       return await heartbeating(async () => {
         const kc = await workloadKubeConfig(management, input.cluster);
         const core = apiClient(kc, CoreV1Api);
+        const policy = apiClient(kc, PolicyV1Api);
         const needsPods = input.scope === 'pre' || input.scope === 'post';
         const [machines, nodes, pdbs] = await Promise.all([
           listMachines(custom, input.cluster),
-          core.listNode().then((l) => l.items),
+          listPaged(kc, 'nodes', (page) => core.listNode(page)),
           input.scope === 'pre'
-            ? apiClient(kc, PolicyV1Api)
-                .listPodDisruptionBudgetForAllNamespaces()
-                .then((l) => l.items)
+            ? listPaged(kc, 'PodDisruptionBudgets', (page) => policy.listPodDisruptionBudgetForAllNamespaces(page))
             : Promise.resolve([]),
         ]);
         // Only the namespaces the checks read (critical ones, and those of PDBs that allow no
@@ -59,13 +60,19 @@ export function createClusterHealthActivities(management: KubeConfig): Pick<Upgr
           if ((pdb.status?.disruptionsAllowed ?? 0) === 0 && pdb.spec?.selector)
             namespaces.add(pdb.metadata?.namespace ?? '');
         }
-        const pods = (
-          await Promise.all(
-            [...namespaces]
-              .filter(Boolean)
-              .map((namespace) => core.listNamespacedPod({ namespace }).then((l) => l.items)),
-          )
-        ).flat();
+        // One namespace after another, the pods of all of them within one list's cap: the cluster's
+        // slots bound the requests anyway, and the cap bounds what the check holds.
+        const pods: V1Pod[] = [];
+        const maxObjects = readLimitsOf(kc).limits.maxListObjects;
+        for (const namespace of [...namespaces].filter(Boolean).sort()) {
+          const more = await listPaged(
+            kc,
+            `pods in namespace ${namespace}`,
+            (page) => core.listNamespacedPod({ namespace, ...page }),
+            { maxObjects: maxObjects - pods.length },
+          );
+          pods.push(...more);
+        }
         return evaluateHealth(input, { machines, nodes, pods, pdbs });
       });
     },

@@ -6,6 +6,7 @@
 import { STATUS_CODES } from 'node:http';
 import { ApiException } from '@kubernetes/client-node';
 import { ApplicationFailure, CancelledFailure, CompleteAsyncError } from '@temporalio/common';
+import { WorkloadReadError } from '../platform/kube/workload-limits.ts';
 import { truncate } from './machine-update-common.ts';
 
 /** Longest failure message produced here (CAPI truncates error bodies to 512 characters anyway). */
@@ -40,6 +41,13 @@ const NETWORK_MESSAGES = ['socket hang up', 'fetch failed'];
 export function stableFailure(err: unknown): ApplicationFailure {
   if (err instanceof ApplicationFailure) return err;
   if (err instanceof ApiException) return apiFailure(err.code, err.body);
+  if (err instanceof WorkloadReadError)
+    return err.retryable
+      ? ApplicationFailure.retryable(clip(err.message), err.name)
+      : ApplicationFailure.nonRetryable(clip(err.message), err.name);
+  // JSON.parse's message quotes the answer it choked on: the server's words, not ours.
+  if (err instanceof SyntaxError && err.message.includes('JSON'))
+    return ApplicationFailure.retryable('the Kubernetes API answered with malformed JSON', 'KubernetesApiMalformed');
   const network = networkFailure(err);
   if (network) {
     const where = network.where ? ` at ${network.where}` : '';

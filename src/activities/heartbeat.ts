@@ -3,6 +3,7 @@
 // a cancellation only to an activity that heartbeats, and a call to an
 // unreachable API server can hang far longer than the abort should take.
 import { Context } from '@temporalio/activity';
+import { withReadScope } from '../platform/kube/read-scope.ts';
 
 /**
  * Runs `fn`, heartbeating at once and every `everyMs` while it runs. Inside an activity it
@@ -18,7 +19,8 @@ export async function heartbeating<T>(fn: () => Promise<T>, everyMs = 3000): Pro
   ctx.heartbeat();
   const timer = setInterval(() => ctx.heartbeat(), everyMs);
   try {
-    return await Promise.race([fn(), ctx.cancelled]);
+    // A cancelled activity also closes its workload reads' sockets, not only stops waiting.
+    return await Promise.race([withReadScope({ signal: ctx.cancellationSignal }, fn), ctx.cancelled]);
   } finally {
     clearInterval(timer);
   }

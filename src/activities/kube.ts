@@ -4,12 +4,14 @@
 import {
   ApiException,
   CoreV1Api,
-  KubeConfig,
+  type KubeConfig,
   loadYaml,
   type ApiConstructor,
   type ApiType,
 } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
+import { PooledKubeConfig } from '../platform/kube/pooled-kube-config.ts';
+import { WorkloadKubeConfig } from '../platform/kube/workload-kube-config.ts';
 import {
   checkWorkloadKubeconfig,
   MAX_WORKLOAD_KUBECONFIG_BYTES,
@@ -23,31 +25,6 @@ export const WORKLOAD_KUBECONFIG_MISSING = 'WorkloadKubeconfigMissing';
 export const WORKLOAD_KUBECONFIG_INVALID = 'WorkloadKubeconfigInvalid';
 /** The kubeconfig holds something other than data (an `exec` plugin, a file path, a proxy...). */
 export const WORKLOAD_KUBECONFIG_REFUSED = 'WorkloadKubeconfigRefused';
-
-type RequestContext = Parameters<KubeConfig['applySecurityAuthentication']>[0];
-type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
-
-/**
- * A KubeConfig whose API calls share one connection pool. client-node 2.0 builds a new undici
- * Agent for every request, so every call paid a fresh TLS handshake (on both ends) and left an
- * agent for the GC: measured in bench/machine-updates.ts as most of the worker's CPU and memory.
- * The first request's dispatcher is kept (its TLS options are this KubeConfig's; a rotated
- * kubeconfig is a new KubeConfig) and later fresh ones are closed unused.
- */
-export class PooledKubeConfig extends KubeConfig {
-  private dispatcher: Dispatcher | undefined;
-
-  override async applySecurityAuthentication(context: RequestContext): Promise<void> {
-    await super.applySecurityAuthentication(context);
-    const fresh = context.getDispatcher();
-    if (!fresh) return;
-    this.dispatcher ??= fresh;
-    if (fresh !== this.dispatcher) {
-      context.setDispatcher(this.dispatcher);
-      void fresh.close().catch(() => undefined);
-    }
-  }
-}
 
 /** Failure of every management cluster call when none is configured (see {@link managementKubeConfig}). */
 export const MANAGEMENT_CLUSTER_NOT_CONFIGURED = 'ManagementClusterNotConfigured';
@@ -212,7 +189,8 @@ async function readWorkloadKubeConfig(
   if (!value) {
     throw ApplicationFailure.nonRetryable(`${where} has no key "value"`, WORKLOAD_KUBECONFIG_MISSING);
   }
-  const kubeConfig = new PooledKubeConfig();
+  // Every call through it is bounded (src/platform/kube/bounded-transport.ts): the cluster is the tenant's.
+  const kubeConfig = new WorkloadKubeConfig(key);
   kubeConfig.loadFromOptions(clientOptions(parseWorkloadKubeconfig(where, Buffer.from(value, 'base64'))));
   perCluster.set(key, { resourceVersion, kubeConfig, readAtMs });
   return kubeConfig;

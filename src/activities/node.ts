@@ -86,7 +86,8 @@ export function createNodeActivities(
           MACHINE_UPDATE_FAILURES.machineHasNoNode,
         );
       }
-      const core = apiClient(await workload({ namespace: machine.namespace, name: clusterName }), CoreV1Api);
+      const kc = await workload({ namespace: machine.namespace, name: clusterName });
+      const core = apiClient(kc, CoreV1Api);
       const node = await readNodeOrFail(core, nodeName, `of ${who}`);
       if (node.metadata?.deletionTimestamp) {
         throw ApplicationFailure.nonRetryable(
@@ -101,7 +102,7 @@ export function createNodeActivities(
           MACHINE_UPDATE_FAILURES.nodeNotReady,
         );
       }
-      const blocked = await unavailableBudgetExceeded(custom, core, machine.namespace, clusterName, obj);
+      const blocked = await unavailableBudgetExceeded(custom, kc, machine.namespace, clusterName, obj);
       if (blocked) {
         throw ApplicationFailure.retryable(`${who} waits: ${blocked}`, MACHINE_UPDATE_FAILURES.maxUnavailableReached);
       }

@@ -8,7 +8,8 @@
 // that buffers streams, an API server restarting) costs latency, never
 // correctness. The API server ends a watch after `timeoutSeconds`; it is
 // reopened at once, and after an error after a pause.
-import { Watch, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { watchBounded } from '../platform/kube/bounded-watch.ts';
 
 /** A collection to watch: its API path (`/apis/batch/v1/namespaces/kube-system/jobs`) and label selector. */
 export interface WatchedCollection {
@@ -16,7 +17,7 @@ export interface WatchedCollection {
   labelSelector: string;
 }
 
-// Under client-node's 30 s without data, after which it aborts the watch as an error (and the
+// Under the watch's 30 s without data, after which it ends the watch as an error (and the
 // reopen would wait REOPEN_AFTER_ERROR_MS): the server ends a quiet watch cleanly first.
 const SERVER_TIMEOUT_SECONDS = 25;
 const REOPEN_AFTER_ERROR_MS = 5_000;
@@ -53,17 +54,18 @@ function openShared(kc: KubeConfig, collection: WatchedCollection, onEmpty: () =
     if (stopped) return;
     const openedAt = Date.now();
     try {
-      controller = await new Watch(kc).watch(
+      controller = await watchBounded(
+        kc,
         collection.path,
         { labelSelector: collection.labelSelector, timeoutSeconds: SERVER_TIMEOUT_SECONDS },
-        (type: string, object: { metadata?: { name?: string } }) => {
+        ({ type, object }) => {
           if (type === 'BOOKMARK') return;
           const name = object.metadata?.name;
           for (const wake of (name && shared.waiters.get(name)) || []) wake();
         },
         // Ended by the server's timeout: reopen at once; by an error, or at once after opening
         // (a proxy that cuts streams), after a pause, so a broken watch never spins.
-        (err: unknown) => reopen(err || Date.now() - openedAt < REOPEN_AFTER_ERROR_MS ? REOPEN_AFTER_ERROR_MS : 0),
+        (err) => reopen(err || Date.now() - openedAt < REOPEN_AFTER_ERROR_MS ? REOPEN_AFTER_ERROR_MS : 0),
       );
       if (stopped) controller.abort();
     } catch {

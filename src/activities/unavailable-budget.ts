@@ -7,9 +7,10 @@
 // itself starts in-place updates within maxUnavailable, and the cluster's
 // maxConcurrentMachineUpdates slots are the hard limit; this keeps an update
 // from adding to an outage that is already there.
-import type { CoreV1Api, CustomObjectsApi, V1Node } from '@kubernetes/client-node';
+import { CoreV1Api, type CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { listPaged } from '../platform/kube/paged-list.ts';
 import { allowedUnavailable } from '../domain/max-unavailable.ts';
-import { isNotFound } from './kube.ts';
+import { apiClient, isNotFound } from './kube.ts';
 
 const CAPI = { group: 'cluster.x-k8s.io', version: 'v1beta2' };
 const DEPLOYMENT_LABEL = 'cluster.x-k8s.io/deployment-name';
@@ -32,7 +33,7 @@ interface DeploymentLike {
 /** Why the machine must wait, or undefined when its group has room (or it belongs to none). */
 export async function unavailableBudgetExceeded(
   custom: CustomObjectsApi,
-  core: CoreV1Api,
+  kc: KubeConfig,
   namespace: string,
   clusterName: string,
   machine: MachineLike,
@@ -71,9 +72,9 @@ export async function unavailableBudgetExceeded(
     custom.listNamespacedCustomObject({ ...CAPI, plural: 'machines', namespace, labelSelector: selector }) as Promise<{
       items: MachineLike[];
     }>,
-    core.listNode(),
+    listPaged(kc, 'nodes', (page) => apiClient(kc, CoreV1Api).listNode(page)),
   ]);
-  const byName = new Map(nodes.items.map((n) => [n.metadata?.name ?? '', n]));
+  const byName = new Map(nodes.map((n) => [n.metadata?.name ?? '', n]));
   const unavailable = machines.items
     .filter((m) => m.metadata?.name !== machine.metadata?.name)
     .filter((m) => {

@@ -16,7 +16,7 @@ import { hookBodiesRefused, hookRequestBodyBytes } from '../ops/metrics.ts';
 import { BodyBudget, recordBodyBytes } from './body-budget.ts';
 import { HOOKS_PATH_PREFIX, hookCatalog, hookNames, type HookName } from './contract.ts';
 import { HttpError } from './errors.ts';
-import { measureJson, type JsonBounds } from './json-bounds.ts';
+import { measureJson, type JsonBounds } from '../domain/json-bounds.ts';
 import type { HookRouteOptions } from './hook-route.ts';
 import type { HookRegistry } from './registry.ts';
 import { discoveryRoutes } from './routes/discovery.ts';

@@ -4,17 +4,22 @@
 // Lease per node (docs/node-upgrade-request.md): `node-upgrade-agent-<node>` in
 // the requests' namespace, renewed within its leaseDurationSeconds.
 //
-// Answers are cached per cluster for a few seconds: CanUpdate* is called for
-// every Machine of a rollout.
+// Answers are cached per cluster and node for a few seconds: CanUpdate* is
+// called for every Machine of a rollout. A known node is one GET of its Lease;
+// only CanUpdateMachineSet, which names no node, pages through the Leases.
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { stableFailure } from '../activities/failures.ts';
-import { apiClient, workloadKubeConfig } from '../activities/kube.ts';
+import { apiClient, isNotFound, workloadKubeConfig } from '../activities/kube.ts';
+import { listPaged } from '../platform/kube/paged-list.ts';
+import { withReadScope } from '../platform/kube/read-scope.ts';
 
 export const NODE_AGENT_LEASE_PREFIX = 'node-upgrade-agent-';
 /** Leases without leaseDurationSeconds count as fresh this long after their last renewal. */
 const DEFAULT_LEASE_DURATION_S = 40;
 /** How long an answer about node agents or upgraders is reused. */
 export const LEASE_CACHE_MS = 10_000;
+/** Answers kept before expired ones are swept. */
+const MAX_CACHED_ANSWERS = 10_000;
 
 export interface NodeAgentCheck {
   /**
@@ -36,51 +41,79 @@ export function leaseIsFresh(lease: V1Lease, nowMs: number): boolean {
   return new Date(renewed).getTime() + durationMs >= nowMs;
 }
 
+/** How long the api waits for a workload cluster's Leases: well inside CanUpdate*'s 10 s budget. */
+export const NODE_AGENT_READ_TIMEOUT_MS = 4_000;
+
 export function createNodeAgentCheck(opts: {
   management: KubeConfig;
   namespace: string;
   /** How long a cluster's answer is reused; default 10 s. */
   cacheMs?: number;
+  /** How long one read of a workload cluster may take; default 4 s. */
+  readTimeoutMs?: number;
 }): NodeAgentCheck {
   const cacheMs = opts.cacheMs ?? LEASE_CACHE_MS;
-  const cache = new Map<string, { atMs: number; fresh: Promise<Set<string>> }>();
-  /** The nodes with a fresh agent Lease in the cluster (one list call per cluster per LEASE_CACHE_MS). */
-  const agentNodes = (cluster: { namespace: string; name: string }): Promise<Set<string>> => {
-    const key = `${cluster.namespace}/${cluster.name}`;
+  const readTimeoutMs = opts.readTimeoutMs ?? NODE_AGENT_READ_TIMEOUT_MS;
+  const cache = new Map<string, { atMs: number; fresh: Promise<boolean> }>();
+
+  /** The node's own Lease: one GET, however many Leases the namespace holds. */
+  const nodeServed = async (leases: CoordinationV1Api, nodeName: string): Promise<boolean> => {
+    try {
+      const lease = await leases.readNamespacedLease({ name: nodeAgentLeaseName(nodeName), namespace: opts.namespace });
+      return leaseIsFresh(lease, Date.now());
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
+    }
+  };
+
+  /** Any fresh agent Lease: pages of the namespace's Leases, until the first fresh one. */
+  const anyServed = async (kc: KubeConfig, leases: CoordinationV1Api): Promise<boolean> => {
+    const now = Date.now();
+    const found = await listPaged(
+      kc,
+      `Leases in namespace ${opts.namespace}`,
+      (page) => leases.listNamespacedLease({ namespace: opts.namespace, ...page }),
+      {
+        keep: (l: V1Lease) =>
+          l.metadata?.name?.startsWith(NODE_AGENT_LEASE_PREFIX) && leaseIsFresh(l, now) ? true : undefined,
+        enough: (kept) => kept.length > 0,
+      },
+    );
+    return found.length > 0;
+  };
+
+  /** Whether an agent serves the node (or any node); one read per cluster and node per cacheMs, shared while it runs. */
+  const served = (cluster: { namespace: string; name: string }, nodeName: string | undefined): Promise<boolean> => {
+    const key = `${cluster.namespace}/${cluster.name}/${nodeName ?? ''}`;
     const hit = cache.get(key);
     if (hit && Date.now() - hit.atMs < cacheMs) return hit.fresh;
-    const read = (async () => {
+    const read = withReadScope({ timeoutMs: readTimeoutMs }, async () => {
       const kc = await workloadKubeConfig(opts.management, cluster);
-      const leases = await apiClient(kc, CoordinationV1Api).listNamespacedLease({ namespace: opts.namespace });
-      const now = Date.now();
-      return new Set(
-        leases.items
-          .filter((l) => l.metadata?.name?.startsWith(NODE_AGENT_LEASE_PREFIX) && leaseIsFresh(l, now))
-          .map((l) => l.metadata!.name!.slice(NODE_AGENT_LEASE_PREFIX.length)),
-      );
-    })();
+      const leases = apiClient(kc, CoordinationV1Api);
+      return nodeName === undefined ? await anyServed(kc, leases) : await nodeServed(leases, nodeName);
+    });
     cache.set(key, { atMs: Date.now(), fresh: read });
-    read.catch(() => cache.delete(key));
+    read.catch(() => cache.get(key)?.fresh === read && cache.delete(key));
+    // Answers older than the cache are never read again: drop them, so hostile names cannot grow the map.
+    if (cache.size > MAX_CACHED_ANSWERS)
+      for (const [k, v] of cache) if (Date.now() - v.atMs >= cacheMs) cache.delete(k);
     return read;
   };
 
   return {
     async missing(cluster, nodeName) {
-      let nodes: Set<string>;
+      let ok: boolean;
       try {
-        nodes = await agentNodes(cluster);
+        ok = await served(cluster, nodeName);
       } catch (err) {
         // Stable: CAPI copies the message into a condition (no headers, dates or bodies).
         const why = stableFailure(err).message;
         return `cannot check for a node agent in cluster ${cluster.namespace}/${cluster.name} (${why})`;
       }
-      if (nodeName === undefined) {
-        return nodes.size > 0
-          ? undefined
-          : `no node agent runs in cluster ${cluster.namespace}/${cluster.name} (no fresh Lease ${opts.namespace}/${NODE_AGENT_LEASE_PREFIX}<node>)`;
-      }
-      return nodes.has(nodeName)
-        ? undefined
+      if (ok) return undefined;
+      return nodeName === undefined
+        ? `no node agent runs in cluster ${cluster.namespace}/${cluster.name} (no fresh Lease ${opts.namespace}/${NODE_AGENT_LEASE_PREFIX}<node>)`
         : `no node agent serves node ${nodeName} (no fresh Lease ${opts.namespace}/${nodeAgentLeaseName(nodeName)})`;
     },
   };

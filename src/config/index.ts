@@ -13,6 +13,8 @@ import type { TemporalConnectionSettings, TemporalTlsSettings } from '../tempora
 import { parseWorkerVersioning, type WorkerVersioning } from '../worker-versioning.ts';
 import { DNS1123_LABEL, EnvReader } from './env.ts';
 import { readHandlers, readServerConfig, type HandlerConfig, type ServerConfig } from './server.ts';
+import { readWorkloadReadLimits } from './workload-reads.ts';
+import type { WorkloadReadLimits } from '../platform/kube/workload-limits.ts';
 
 export type Role = 'all' | 'api' | 'worker';
 
@@ -69,6 +71,8 @@ export interface AppConfig {
   requestChecks: boolean;
   /** NODE_UPGRADER_NAMESPACE: where management-executor node upgraders renew their Leases (api). */
   nodeUpgraderNamespace: string;
+  /** WORKLOAD_READ_* / WORKLOAD_LIST_*: what one read of a workload cluster may cost (docs/limits.md). */
+  workloadReads: WorkloadReadLimits;
 }
 
 /** The `job` executor's supply chain: NODE_UPGRADE_* (docs/node-upgrade-job.md). */
@@ -234,6 +238,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     workerDrainTimeoutMs: versioning.drainTimeoutMs,
     requestChecks: requestChecks(),
     nodeUpgraderNamespace: nodeUpgraderNamespace(),
+    workloadReads: readWorkloadReadLimits(read),
   };
   if (read.problems.length > 0) throw new ConfigError(read.problems);
   return config;

@@ -37,7 +37,7 @@ export interface ServerConfig {
   bodyLimits: Record<HookFamily, number>;
   /** Body bytes being read, parsed and handled at once, all requests together (src/api/body-budget.ts). */
   bodyBytesInFlight: number;
-  /** Most JSON items (objects, arrays, members, elements) a body may hold; more get 413 before it is parsed (src/api/json-bounds.ts). */
+  /** Most JSON items (objects, arrays, members, elements) a body may hold; more get 413 before it is parsed (src/domain/json-bounds.ts). */
   bodyMaxJsonItems: number;
   /** Time to receive a whole request (headers and body); a slower client gets 408 and its body slot back. */
   requestTimeoutMs: number;

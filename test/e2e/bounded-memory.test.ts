@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { HOOKS_API_VERSION, defaultHandlerName, type HookName } from '../../src/api/contract.ts';
 import { parseConfig } from '../../src/config/index.ts';
 import { MAX_JSON_DEPTH } from '../../src/config/server.ts';
-import { measureJson } from '../../src/api/json-bounds.ts';
+import { measureJson } from '../../src/domain/json-bounds.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
 import { sampleRequest } from '../../support/capi-fixtures.ts';

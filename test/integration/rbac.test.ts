@@ -35,7 +35,8 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { parseAllDocuments } from 'yaml';
 import { ensureNodeUpgradeRequestCrd } from '../../src/activities/executors/delegate.ts';
-import { isConflict, PooledKubeConfig } from '../../src/activities/kube.ts';
+import { isConflict } from '../../src/activities/kube.ts';
+import { PooledKubeConfig } from '../../src/platform/kube/pooled-kube-config.ts';
 import {
   createMachineUpdateActivities,
   NODE_UPGRADE_GROUP,

@@ -10,7 +10,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { managementKubeConfig, PooledKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { PooledKubeConfig } from '../../src/platform/kube/pooled-kube-config.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';

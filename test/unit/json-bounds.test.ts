@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { measureJson } from '../../src/api/json-bounds.ts';
+import { measureJson } from '../../src/domain/json-bounds.ts';
 
 const unbounded = { maxItems: Number.MAX_SAFE_INTEGER, maxDepth: Number.MAX_SAFE_INTEGER };
 const measure = (text: string, bounds = unbounded) => measureJson(Buffer.from(text, 'utf8'), bounds);

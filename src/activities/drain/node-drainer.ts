@@ -12,6 +12,7 @@ import {
 import { ApplicationFailure } from '@temporalio/common';
 import { filterPodsForDrain, parseSkipPodSelector, type DrainFilterResult, type PdbBlock } from '../../domain/drain.ts';
 import type { LabelRequirement } from '../../domain/label-selector.ts';
+import { listPaged } from '../../platform/kube/paged-list.ts';
 import { apiClient, isConflict, isNotFound, isTooManyRequests } from '../kube.ts';
 import { isRecord, MACHINE_UPDATE_FAILURES } from '../machine-update-common.ts';
 import type { DrainOptions } from '../machine-update-types.ts';
@@ -24,6 +25,7 @@ export interface DrainRound {
 }
 
 export class NodeDrainer {
+  private readonly kc: KubeConfig;
   private readonly core: CoreV1Api;
   private readonly policy: PolicyV1Api;
   private readonly nodeName: string;
@@ -32,6 +34,7 @@ export class NodeDrainer {
   private pdbs = new Map<string, V1PodDisruptionBudget[]>();
 
   constructor(kc: KubeConfig, nodeName: string, options: DrainOptions) {
+    this.kc = kc;
     this.core = apiClient(kc, CoreV1Api);
     this.policy = apiClient(kc, PolicyV1Api);
     this.nodeName = nodeName;
@@ -45,7 +48,10 @@ export class NodeDrainer {
   /** The node's pods sorted with kubectl-drain rules; pods being deleted are waited for unless drains skip them. */
   async survey(): Promise<DrainRound> {
     this.pdbs.clear();
-    const pods = (await this.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${this.nodeName}` })).items;
+    const fieldSelector = `spec.nodeName=${this.nodeName}`;
+    const pods = await listPaged(this.kc, `pods on node ${this.nodeName}`, (page) =>
+      this.core.listPodForAllNamespaces({ fieldSelector, ...page }),
+    );
     const skipSelector = this.skipSelector;
     const filterOptions = {
       deleteEmptyDirData: this.options.deleteEmptyDirData,
@@ -116,7 +122,9 @@ export class NodeDrainer {
     const namespace = pod.metadata?.namespace ?? '';
     let pdbs = this.pdbs.get(namespace);
     if (!pdbs) {
-      pdbs = (await this.policy.listNamespacedPodDisruptionBudget({ namespace })).items;
+      pdbs = await listPaged(this.kc, `PodDisruptionBudgets in namespace ${namespace}`, (page) =>
+        this.policy.listNamespacedPodDisruptionBudget({ namespace, ...page }),
+      );
       this.pdbs.set(namespace, pdbs);
     }
     const labels = pod.metadata?.labels ?? {};

@@ -283,7 +283,9 @@ export async function lastFailedPodLog(
   anyPhase = false,
 ): Promise<UpgradeJobLog> {
   try {
-    const pods = (await core.listNamespacedPod({ namespace, labelSelector: `${JOB_NAME_LABEL}=${jobName}` })).items;
+    const pods = (
+      await core.listNamespacedPod({ namespace, labelSelector: `${JOB_NAME_LABEL}=${jobName}`, limit: 100 })
+    ).items;
     const failed = pods
       .filter((p) => anyPhase || p.status?.phase === 'Failed')
       .sort((a, b) => timeOf(b.metadata?.creationTimestamp) - timeOf(a.metadata?.creationTimestamp));
