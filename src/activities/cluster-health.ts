@@ -60,19 +60,24 @@ export function createClusterHealthActivities(management: KubeConfig): Pick<Upgr
           if ((pdb.status?.disruptionsAllowed ?? 0) === 0 && pdb.spec?.selector)
             namespaces.add(pdb.metadata?.namespace ?? '');
         }
-        // One namespace after another, the pods of all of them within one list's cap: the cluster's
-        // slots bound the requests anyway, and the cap bounds what the check holds.
+        // As many namespaces at once as the cluster has slots (the rest would only queue there),
+        // the pods of all of them within one list's cap: what the check holds is bounded too.
         const pods: V1Pod[] = [];
         const maxObjects = readLimitsOf(kc).limits.maxListObjects;
-        for (const namespace of [...namespaces].filter(Boolean).sort()) {
-          const more = await listPaged(
-            kc,
-            `pods in namespace ${namespace}`,
-            (page) => core.listNamespacedPod({ namespace, ...page }),
-            { maxObjects: maxObjects - pods.length },
-          );
-          pods.push(...more);
-        }
+        const queue = [...namespaces].filter(Boolean).sort();
+        const lister = async (): Promise<void> => {
+          for (let namespace = queue.shift(); namespace !== undefined; namespace = queue.shift()) {
+            const ns = namespace;
+            const more = await listPaged(
+              kc,
+              `pods in namespace ${ns}`,
+              (page) => core.listNamespacedPod({ namespace: ns, ...page }),
+              { maxObjects: Math.max(0, maxObjects - pods.length) },
+            );
+            pods.push(...more);
+          }
+        };
+        await Promise.all(Array.from({ length: readLimitsOf(kc).limits.perCluster }, lister));
         return evaluateHealth(input, { machines, nodes, pods, pdbs });
       });
     },

@@ -9,6 +9,8 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { DeprecatedApiScanner, MAX_METRICS_BYTES, type DeprecatedApiScan } from '../domain/deprecated-apis.ts';
 import type { ClusterRef } from '../model/cluster-upgrade.ts';
+import { currentReadScope } from '../platform/kube/read-scope.ts';
+import { readLimitsOf } from '../platform/kube/workload-kube-config.ts';
 import { heartbeating } from './heartbeat.ts';
 import { workloadKubeConfig } from './kube.ts';
 import type { UpgradeActivities } from './upgrade-types.ts';
@@ -45,7 +47,8 @@ export async function scanApiServerMetrics(
   const agent = options.agent;
   try {
     return await new Promise<DeprecatedApiScan>((resolve, reject) => {
-      const req = request(url, { ...options, ...(signal ? { signal } : {}) }, (res) => {
+      const stop = signal ?? currentReadScope()?.signal;
+      const req = request(url, { ...options, ...(stop ? { signal: stop } : {}) }, (res) => {
         const code = res.statusCode ?? 0;
         if (code !== 200) {
           res.resume();
@@ -84,6 +87,19 @@ export async function scanApiServerMetrics(
       req.setTimeout(30_000, () =>
         req.destroy(ApplicationFailure.retryable('GET /metrics: no data for 30s', 'WorkloadMetricsUnavailable')),
       );
+      // One that sends a byte now and then: the whole read has the workload reads' deadline.
+      const deadline = readLimitsOf(kc).limits.timeoutMs;
+      const whole = setTimeout(
+        () =>
+          req.destroy(
+            ApplicationFailure.retryable(
+              `GET /metrics: no whole answer within ${deadline / 1000}s (WORKLOAD_READ_TIMEOUT_SECONDS)`,
+              'WorkloadMetricsUnavailable',
+            ),
+          ),
+        deadline,
+      );
+      req.on('close', () => clearTimeout(whole));
       req.on('error', reject);
       req.end();
     });

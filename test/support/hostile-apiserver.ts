@@ -45,6 +45,8 @@ export interface HostileApiServer {
   slowMs: number;
   /** Requests received, by path. */
   requests: string[];
+  /** Builds what the answers need ahead (the gzip bomb): building it holds the event loop for a moment. */
+  prepare(): void;
   /** Sockets open now (idle keep-alive ones included). */
   openSockets(): number;
   /** Answers started and not yet finished or cut off. */
@@ -61,6 +63,7 @@ export interface HostileApiServer {
 const JSON_TYPE = { 'content-type': 'application/json' };
 // 64 MiB of zeros in ~64 KiB: inflated, eight times the answer limit.
 let bomb: Buffer | undefined;
+const makeBomb = (): Buffer => gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 });
 
 /** A list of `kind` with honest, small objects, for the honest answer and the `slow` one. */
 function honestList(path: string, items: number): string {
@@ -144,7 +147,7 @@ export async function startHostileApiServer(): Promise<HostileApiServer> {
         res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body>{"items":[]}</body></html>');
         return;
       case 'gzip':
-        bomb ??= gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 });
+        bomb ??= makeBomb();
         res.writeHead(200, { ...JSON_TYPE, 'content-encoding': 'gzip' }).end(bomb);
         return;
       case 'redirect':
@@ -172,6 +175,9 @@ export async function startHostileApiServer(): Promise<HostileApiServer> {
   const url = `https://127.0.0.1:${port}`;
   return Object.assign(state, {
     url,
+    prepare: () => {
+      bomb ??= makeBomb();
+    },
     openSockets: () => sockets.size,
     openAnswers: () => open,
     mostOpenAnswers: () => most,

@@ -28,6 +28,8 @@ interface Answer {
 interface SharedRead {
   done: Promise<Answer>;
   settled: boolean;
+  /** Aborted: a caller arriving now starts a new request. */
+  signal: AbortSignal;
   users: number;
   abort(): void;
 }
@@ -85,7 +87,7 @@ export class BoundedTransport implements PromiseHttpLibrary {
     const timeoutMs = Math.min(scope?.timeoutMs ?? this.limits.timeoutMs, this.limits.timeoutMs);
     const key = req.getHttpMethod() === 'GET' ? req.getUrl() : undefined;
     let read = key === undefined ? undefined : this.shared.get(key);
-    if (!read) {
+    if (!read || read.signal.aborted) {
       const started = this.start(req, what);
       read = started;
       if (key !== undefined) {
@@ -145,6 +147,7 @@ export class BoundedTransport implements PromiseHttpLibrary {
     timer.unref();
     const read: SharedRead = {
       settled: false,
+      signal: controller.signal,
       users: 0,
       abort: () => controller.abort(this.refusal(what, 'timeout', 'every caller stopped waiting')),
       done: this.read(req, what, controller.signal).finally(() => {
