@@ -1,0 +1,152 @@
+// The processes as the image runs them (NODE_OPTIONS from the Dockerfile), with a
+// tenant's kubeconfig Secret pointing at an API server that answers 400 MiB: the
+// api (CanUpdate* under the delegate executor reads node agent Leases) and the
+// worker's health check (the node list) stay up, within the Deployments' memory
+// limits, and answer with the limit that refused the read.
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
+import { hookPath } from '../../src/api/hook-route.ts';
+import { callHook } from '../../support/capi-client.ts';
+import { infrastructureMachine, kubeadmConfig, machine } from '../../support/capi-fixtures.ts';
+import { createNamespace, managementApi, testbed, testGroup } from '../../support/testbed-fixtures.ts';
+import { startExtensionProcess, type ExtensionProcess } from '../support/extension-process.ts';
+import { startHostileApiServer, type HostileApiServer } from '../support/hostile-apiserver.ts';
+import { testPki } from '../support/pki.ts';
+
+const MiB = 1024 * 1024;
+const IMAGE_NODE_OPTIONS = '--max-semi-space-size=4 --max-old-space-size=256';
+const group = testGroup('hostile-proc');
+const g = group.name;
+const mg = managementApi();
+let hostile: HostileApiServer;
+let api: ExtensionProcess;
+
+/** A Deployment's memory limit (config/manager/<role>.yaml), in bytes. */
+function memoryLimitBytes(role: 'api' | 'worker'): number {
+  const yaml = readFileSync(new URL(`../../config/manager/${role}.yaml`, import.meta.url), 'utf8');
+  const match = /limits:\s*\n\s*memory:\s*(\d+)Mi/.exec(yaml);
+  if (!match) throw new Error(`config/manager/${role}.yaml: no memory limit found`);
+  return Number(match[1]) * MiB;
+}
+
+/** Peak resident set size of a live process (VmHWM), in bytes. */
+function peakRss(pid: number): number {
+  const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (!match) throw new Error(`/proc/${pid}/status: no VmHWM`);
+  return Number(match[1]) * 1024;
+}
+
+function canUpdateMachine(nodeName: string) {
+  const withNode = (version: string) => ({
+    ...machine('m-0', g, version),
+    spec: { ...machine('m-0', g, version).spec, clusterName: 'tenant' },
+    status: { nodeRef: { name: nodeName } },
+  });
+  return {
+    apiVersion: HOOKS_API_VERSION,
+    kind: 'CanUpdateMachineRequest',
+    settings: { nodeUpgradeExecutor: 'delegate' },
+    current: {
+      machine: withNode('v1.33.0'),
+      infrastructureMachine: infrastructureMachine(),
+      bootstrapConfig: kubeadmConfig(),
+    },
+    desired: {
+      machine: withNode('v1.33.1'),
+      infrastructureMachine: infrastructureMachine(),
+      bootstrapConfig: kubeadmConfig(),
+    },
+  };
+}
+
+beforeAll(async () => {
+  hostile = await startHostileApiServer();
+  hostile.answer = 'huge';
+  await createNamespace(mg.core, g);
+  await mg.core.createNamespacedSecret({
+    namespace: g,
+    body: {
+      metadata: { name: 'tenant-kubeconfig', namespace: g },
+      type: 'cluster.x-k8s.io/secret',
+      data: { value: Buffer.from(hostile.kubeconfig()).toString('base64') },
+    },
+  });
+  api = await startExtensionProcess({
+    ROLE: 'api',
+    NODE_OPTIONS: IMAGE_NODE_OPTIONS,
+    MALLOC_ARENA_MAX: '2',
+    MANAGEMENT_KUBECONFIG: testbed().apiKubeconfig,
+    TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233',
+    TEMPORAL_NAMESPACE: process.env.TEMPORAL_NAMESPACE ?? 'default',
+  });
+  await api.ready();
+});
+afterAll(async () => {
+  api?.kill();
+  await hostile.close();
+  await mg.core.deleteNamespace({ name: g }).catch(() => undefined);
+});
+
+describe('a tenant API server that answers 400 MiB', () => {
+  it('the api answers CanUpdateMachine naming the limit, stays up and within its memory limit', async () => {
+    const before = hostile.bytesSent();
+    const answer = await callHook<{ status: string; message?: string }>(
+      api.hookUrl,
+      hookPath('CanUpdateMachine', defaultHandlerName('CanUpdateMachine')),
+      canUpdateMachine('node-1'),
+      { ca: testPki().ca.certPem, timeout: '10s' },
+    );
+    expect(answer.body.status).toBe('Success');
+    expect(answer.body.message).toContain(`workload cluster ${g}/tenant: GET /apis/coordination.k8s.io/v1/namespaces/`);
+    expect(answer.body.message).toContain('answer larger than 8388608 bytes (WORKLOAD_READ_MAX_BYTES)');
+    expect(await api.exitedWithin(500)).toBe('still running');
+    const pid = api.child.pid!;
+    console.log(
+      `api: peak RSS ${(peakRss(pid) / MiB).toFixed(0)} MiB, ${((hostile.bytesSent() - before) / MiB).toFixed(1)} MiB read of 400`,
+    );
+    expect(peakRss(pid)).toBeLessThan(memoryLimitBytes('api'));
+  });
+
+  it("the worker's health check fails naming the limit, in a process that stays within its memory limit", async () => {
+    const child = spawn(
+      process.execPath,
+      ['--disable-warning=ExperimentalWarning', 'test/support/health-check-child.ts', `${g}/tenant`],
+      {
+        env: {
+          PATH: process.env.PATH,
+          HOME: process.env.HOME,
+          NODE_OPTIONS: IMAGE_NODE_OPTIONS,
+          MALLOC_ARENA_MAX: '2',
+          MANAGEMENT_KUBECONFIG: testbed().workerKubeconfig,
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let out = '';
+    let err = '';
+    let peak = 0;
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const sampler = setInterval(() => {
+      try {
+        peak = Math.max(peak, peakRss(child.pid!));
+      } catch {
+        // exited between two samples
+      }
+    }, 50);
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    clearInterval(sampler);
+    expect({ code, err: err.slice(-500) }).toEqual({ code: 0, err: '' });
+    const result = JSON.parse(out) as { failure?: string };
+    // The node list or the PDB list, whichever is refused first: both are the tenant's 400 MiB.
+    expect(result.failure).toMatch(
+      new RegExp(
+        `^workload cluster ${g}/tenant: GET /(api/v1/nodes|apis/policy/v1/poddisruptionbudgets): answer larger than 8388608 bytes \\(WORKLOAD_READ_MAX_BYTES\\)$`,
+      ),
+    );
+    console.log(`health check: peak RSS ${(peak / MiB).toFixed(0)} MiB`);
+    expect(peak).toBeLessThan(memoryLimitBytes('worker'));
+  });
+});
