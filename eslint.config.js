@@ -1,7 +1,11 @@
 // Lint like Temporal's samples: promises are awaited, type-only imports are
 // marked, no import cycles, and workflow code imports no Node built-ins and no
-// activity implementations (they would break determinism or the bundle).
+// activity implementations (they would break determinism or the bundle). In
+// src/, no regular expression may backtrack super-linearly: annotations a
+// tenant writes reach the parsers (up to 256 KiB), and a quadratic pattern
+// held the api's event loop for seconds.
 import js from '@eslint/js';
+import regexp from 'eslint-plugin-regexp';
 import tseslint from 'typescript-eslint';
 import { importX } from 'eslint-plugin-import-x';
 import { builtinModules } from 'node:module';
@@ -24,6 +28,14 @@ export default tseslint.config(
       'import-x/no-cycle': 'error',
       // A handler installed before start-up reads a variable assigned after it.
       'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
+    },
+  },
+  {
+    files: ['src/**/*.ts'],
+    plugins: { regexp },
+    rules: {
+      'regexp/no-super-linear-backtracking': 'error',
+      'regexp/no-super-linear-move': 'error',
     },
   },
   {

@@ -133,7 +133,8 @@ function readReservation(cluster: ClusterObject, ref: ClusterRef): RecordedCapac
     // fall through
   }
   throw ApplicationFailure.nonRetryable(
-    `Cluster ${ref.namespace}/${ref.name}: annotation ${RESERVED_CAPACITY_ANNOTATION} is not a capacity record: ${raw}`,
+    // Not quoted: whoever may annotate the Cluster chose it (up to 256 KiB).
+    `Cluster ${ref.namespace}/${ref.name}: annotation ${RESERVED_CAPACITY_ANNOTATION} is not a capacity record (${raw.length} characters)`,
     'InvalidCapacityRecord',
   );
 }

@@ -8,6 +8,7 @@ import { STATUS_CODES } from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { DeprecatedApiScanner, MAX_METRICS_BYTES, type DeprecatedApiScan } from '../domain/deprecated-apis.ts';
+import { trimTrailing } from '../domain/strings.ts';
 import type { ClusterRef } from '../model/cluster-upgrade.ts';
 import { currentReadScope } from '../platform/kube/read-scope.ts';
 import { readLimitsOf } from '../platform/kube/workload-kube-config.ts';
@@ -38,7 +39,7 @@ export async function scanApiServerMetrics(
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw ApplicationFailure.nonRetryable('the workload kubeconfig names no cluster', METRICS_REFUSED);
   const url = new URL(cluster.server);
-  url.pathname = `${url.pathname.replace(/\/+$/, '')}/metrics`;
+  url.pathname = `${trimTrailing(url.pathname, '/')}/metrics`;
   const options: RequestOptions = {
     method: 'GET',
     headers: { Accept: 'text/plain;version=0.0.4', 'Accept-Encoding': 'identity' },

@@ -16,7 +16,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { parseSkipPodSelector } from '../domain/drain.ts';
 import { parseGoDuration } from '../domain/durations.ts';
-import { policyKeys } from '../domain/policy-keys.ts';
+import { policyKeys, valueOverLimit } from '../domain/policy-keys.ts';
 import { apiClient, isNotFound, retryOnConflict } from './kube.ts';
 import {
   MACHINE_UPDATE_FAILURES,
@@ -363,6 +363,12 @@ async function clusterDrainPolicy(
   const annotations = cluster.metadata?.annotations ?? {};
   const policy: Omit<PreflightResult, 'nodeName' | 'clusterName'> = clusterNodePacing(annotations, namespace, name);
   const pdbKey = policyKeys.pdbForceDrainTimeout.annotation;
+  const pdbTooLong = valueOverLimit(
+    `Cluster ${namespace}/${name} annotation ${pdbKey}`,
+    policyKeys.pdbForceDrainTimeout.setting,
+    annotations[pdbKey] ?? '',
+  );
+  if (pdbTooLong !== undefined) throw ApplicationFailure.nonRetryable(pdbTooLong, MACHINE_UPDATE_FAILURES.invalidInput);
   const pdb = annotations[pdbKey]?.trim();
   if (pdb) {
     const ms = parseGoDuration(pdb);

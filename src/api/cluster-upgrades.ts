@@ -104,6 +104,7 @@ function policyFor(request: { cluster: Cluster }, ctx: HookContext): UpgradePoli
   const resolved = resolveUpgradePolicy({
     settings: ctx.settings,
     annotations: request.cluster.metadata.annotations,
+    namespace: request.cluster.metadata.namespace,
   });
   if (!resolved.ok) throw new HookFailure(resolved.message);
   return resolved.policy;

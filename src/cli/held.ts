@@ -48,7 +48,10 @@ export function holdLines(r: HoldSources): string[] {
     out.push(`silence:   ${alerts.silence.id ?? '(being created)'} for ${alerts.silence.step} (Alertmanager)`);
   for (const m of r.machineUpdates) if (m.held) out.push(`${HELD}${m.held} on ${m.machine}`);
   if (s?.overrides?.length) {
-    for (const o of s.overrides) out.push(`override:  ${o.gate} at ${o.step} (${o.at}): ${o.reason}`);
+    for (const o of s.overrides)
+      out.push(
+        `override:  ${o.gate} at ${o.step} (${o.at}${o.grantedBy ? `, granted by ${o.grantedBy}` : ''}): ${o.reason}`,
+      );
   } else {
     for (const o of r.memo?.overrides ?? []) out.push(`override:  ${o}`);
   }

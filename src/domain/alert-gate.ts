@@ -157,10 +157,11 @@ export function parseSilenceMatchers(
       }
     }
     out.push({ name, value, isRegex: op.endsWith('~'), isEqual: op.startsWith('=') });
+    // Counted as they are read: each step copies the rest, so the count bounds the work.
+    if (out.length > MAX_SILENCE_MATCHERS) return { ok: false, reason: `at most ${MAX_SILENCE_MATCHERS} matchers` };
     rest = rest.slice(whole.length).trim();
   }
   if (out.length === 0) return { ok: false, reason: 'no matcher' };
-  if (out.length > MAX_SILENCE_MATCHERS) return { ok: false, reason: `at most ${MAX_SILENCE_MATCHERS} matchers` };
   return { ok: true, value: out };
 }
 

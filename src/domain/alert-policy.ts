@@ -3,7 +3,16 @@
 // or setting and the value, never echoing a secret (a token is only ever named by its Secret).
 import { parseGoDuration } from './durations.ts';
 import { checkAlertFilter, parseSilenceMatchers } from './alert-gate.ts';
-import { key, lookupPolicy, type PolicyKey, type PolicySources } from './policy-keys.ts';
+import { trimTrailing } from './strings.ts';
+import {
+  checkedValue,
+  key,
+  lookupPolicy,
+  PolicyError,
+  type PolicyKey,
+  type PolicySources,
+  type Tighter,
+} from './policy-keys.ts';
 import type { AlertPolicy, ObjectKeyRef } from '../model/alerts.ts';
 
 export const alertPolicyKeys = {
@@ -56,7 +65,7 @@ export function parseAlertUrl(text: string): Parsed<string> {
   // Credentials in a URL end up in logs, memos and messages: a token goes in a Secret instead.
   if (url.username !== '' || url.password !== '') return bad('must not hold credentials (use alertTokenSecret)');
   if (url.search !== '' || url.hash !== '') return bad('must not hold a query or a fragment');
-  return { ok: true, value: url.href.replace(/\/+$/, '') };
+  return { ok: true, value: trimTrailing(url.href, '/') };
 }
 
 /**
@@ -87,17 +96,36 @@ export function parseObjectKeyRef(
   return { ok: true, value: { kind, ...(namespace !== undefined ? { namespace } : {}), name, key: k } };
 }
 
-class AlertPolicyError extends Error {}
+/** alertIgnore: distinct alert names, sorted. */
+function ignoreList(v: string): Parsed<string[]> {
+  const names = [
+    ...new Set(
+      v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
+  ];
+  if (names.length > MAX_IGNORED) return bad(`at most ${MAX_IGNORED} alert names`);
+  const wrong = names.find((n) => !LABEL_NAME.test(n));
+  return wrong === undefined ? { ok: true, value: names.sort() } : bad(`${JSON.stringify(wrong)} is not an alert name`);
+}
+
+/** Bound alertIgnore: an annotation may ignore fewer alerts than the setting, never others. */
+const ignoresNoMore: Tighter = (a, s) => {
+  const [mine, platform] = [ignoreList(a), ignoreList(s)];
+  return !mine.ok || !platform.ok || mine.value.every((n) => platform.value.includes(n));
+};
 
 /** The URLs an annotation may name: both settings' URLs and the allow-list setting's. */
 function allowedAnnotationUrls(settings: PolicySources['settings']): Set<string> {
   const allowed = new Set<string>();
   const name = `setting ${ALERT_ALLOWED_URLS_SETTING}`;
-  const listed = (settings?.[ALERT_ALLOWED_URLS_SETTING] ?? '')
+  const listed = checkedValue(name, ALERT_ALLOWED_URLS_SETTING, settings?.[ALERT_ALLOWED_URLS_SETTING] ?? '')
     .split(',')
     .map((u) => u.trim())
     .filter(Boolean);
-  if (listed.length > MAX_ALLOWED_URLS) throw new AlertPolicyError(`${name}: at most ${MAX_ALLOWED_URLS} URLs`);
+  if (listed.length > MAX_ALLOWED_URLS) throw new PolicyError(`${name}: at most ${MAX_ALLOWED_URLS} URLs`);
   for (const text of [
     ...listed,
     settings?.[alertPolicyKeys.prometheusUrl.setting]?.trim() ?? '',
@@ -107,7 +135,7 @@ function allowedAnnotationUrls(settings: PolicySources['settings']): Set<string>
     const parsed = parseAlertUrl(text);
     // The settings' own URLs are reported by their own keys below.
     if (parsed.ok) allowed.add(parsed.value);
-    else if (listed.includes(text)) throw new AlertPolicyError(`${name}: ${JSON.stringify(text)}: ${parsed.reason}`);
+    else if (listed.includes(text)) throw new PolicyError(`${name}: ${JSON.stringify(text)}: ${parsed.reason}`);
   }
   return allowed;
 }
@@ -116,11 +144,15 @@ function allowedAnnotationUrls(settings: PolicySources['settings']): Set<string>
 export function resolveAlertPolicy(
   sources: PolicySources,
 ): { ok: true; policy: AlertPolicy | undefined } | { ok: false; message: string } {
-  const read = <T>(k: PolicyKey, parse: (value: string, fromAnnotation: boolean) => Parsed<T>): T | undefined => {
-    const found = lookupPolicy(sources, k);
+  const read = <T>(
+    k: PolicyKey,
+    parse: (value: string, fromAnnotation: boolean) => Parsed<T>,
+    tighter?: Tighter,
+  ): T | undefined => {
+    const found = lookupPolicy(sources, k, tighter);
     if (!found) return undefined;
     const parsed = parse(found.value.trim(), found.name.startsWith('annotation '));
-    if (!parsed.ok) throw new AlertPolicyError(`${found.name}=${JSON.stringify(found.value)}: ${parsed.reason}`);
+    if (!parsed.ok) throw new PolicyError(`${found.name}=${JSON.stringify(found.value)}: ${parsed.reason}`);
     return parsed.value;
   };
   const duration = (max: number) => (v: string) => {
@@ -163,7 +195,7 @@ export function resolveAlertPolicy(
     const caSource = lookupPolicy(sources, alertPolicyKeys.ca);
     const tokenSource = lookupPolicy(sources, alertPolicyKeys.tokenSecret);
     if (caSource?.name.startsWith('annotation ') && tokenSource?.name.startsWith('setting '))
-      throw new AlertPolicyError(
+      throw new PolicyError(
         `${caSource.name}=${JSON.stringify(caSource.value)}: an annotation may not replace the CA while the token comes from ${tokenSource.name}`,
       );
     if (ca) policy.ca = ca;
@@ -172,25 +204,15 @@ export function resolveAlertPolicy(
       return problem === undefined ? { ok: true, value: v } : bad(problem);
     });
     if (filter !== undefined) policy.filter = filter;
-    const firingOnly = read(alertPolicyKeys.firingOnly, (v) =>
-      /^(true|false)$/i.test(v) ? { ok: true, value: v.toLowerCase() === 'true' } : bad('expected true or false'),
+    const firingOnly = read(
+      alertPolicyKeys.firingOnly,
+      (v) =>
+        /^(true|false)$/i.test(v) ? { ok: true, value: v.toLowerCase() === 'true' } : bad('expected true or false'),
+      // Bound: pending alerts may be added to what holds, never taken away.
+      (a) => a.toLowerCase() !== 'true',
     );
     if (firingOnly !== undefined) policy.firingOnly = firingOnly;
-    const ignore = read(alertPolicyKeys.ignore, (v) => {
-      const names = [
-        ...new Set(
-          v
-            .split(',')
-            .map((s) => s.trim())
-            .filter(Boolean),
-        ),
-      ];
-      if (names.length > MAX_IGNORED) return bad(`at most ${MAX_IGNORED} alert names`);
-      const wrong = names.find((n) => !LABEL_NAME.test(n));
-      return wrong === undefined
-        ? { ok: true, value: names.sort() }
-        : bad(`${JSON.stringify(wrong)} is not an alert name`);
-    });
+    const ignore = read(alertPolicyKeys.ignore, ignoreList, ignoresNoMore);
     if (ignore !== undefined) policy.ignore = ignore;
     const timeout = read(alertPolicyKeys.holdTimeout, duration(7 * 24 * 3_600_000));
     if (timeout !== undefined) policy.holdTimeoutMs = timeout;
@@ -207,7 +229,7 @@ export function resolveAlertPolicy(
     if (silenceFor !== undefined) policy.silenceDurationMs = silenceFor;
     return { ok: true, policy };
   } catch (err) {
-    if (err instanceof AlertPolicyError) return { ok: false, message: err.message };
+    if (err instanceof PolicyError) return { ok: false, message: err.message };
     throw err;
   }
 }

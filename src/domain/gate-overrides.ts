@@ -2,7 +2,11 @@
 // annotations `upgrades.capi-orchestrator.io/override-gates` (gate ids, comma
 // separated) and `.../override-reason` (why, recorded in the status, an Event and
 // the log). Annotations only: an override is a decision about one cluster,
-// never a fleet-wide setting. Pure: the api resolves it with the policy.
+// never a fleet-wide setting. But a tenant writes its Clusters' annotations:
+// an override counts only where the platform grants it, by listing the
+// Cluster's namespace in the setting gateOverrideNamespaces, and the record
+// names that grant. Pure: the api resolves it with the policy.
+import { checkedValue, PolicyError, valueOverLimit, type PolicySources } from './policy-keys.ts';
 
 export const OVERRIDE_GATES_ANNOTATION = 'upgrades.capi-orchestrator.io/override-gates';
 export const OVERRIDE_REASON_ANNOTATION = 'upgrades.capi-orchestrator.io/override-reason';
@@ -18,10 +22,15 @@ export type GateId = (typeof GATE_IDS)[number];
 
 export const MAX_OVERRIDE_REASON = 256;
 
+/** Settings only: namespaces (comma-separated, or `*`) whose Clusters may override gates. */
+export const GATE_OVERRIDE_NAMESPACES_SETTING = 'gateOverrideNamespaces';
+
 export interface GateOverride {
   /** Sorted, unique. */
   gates: GateId[];
   reason: string;
+  /** Who granted it (`setting gateOverrideNamespaces`); absent in policies resolved before grants existed. */
+  grantedBy?: string;
 }
 
 export type GateOverrideResult = { ok: true; value: GateOverride | undefined } | { ok: false; message: string };
@@ -30,6 +39,10 @@ const isGateId = (s: string): s is GateId => (GATE_IDS as readonly string[]).inc
 
 /** Reads the two annotations; a bad value is a message naming the annotation (the api answers Failure with it). */
 export function parseGateOverride(annotations: Readonly<Record<string, string>> | undefined): GateOverrideResult {
+  for (const a of [OVERRIDE_GATES_ANNOTATION, OVERRIDE_REASON_ANNOTATION]) {
+    const problem = valueOverLimit(`annotation ${a}`, a, annotations?.[a] ?? '');
+    if (problem !== undefined) return { ok: false, message: problem };
+  }
   const gatesText = annotations?.[OVERRIDE_GATES_ANNOTATION]?.trim() ?? '';
   const reasonText = annotations?.[OVERRIDE_REASON_ANNOTATION];
   if (gatesText === '') {
@@ -38,7 +51,6 @@ export function parseGateOverride(annotations: Readonly<Record<string, string>> 
       : { ok: true, value: undefined };
   }
   const where = `annotation ${OVERRIDE_GATES_ANNOTATION}`;
-  if (gatesText.length > 200) return { ok: false, message: `${where}: longer than 200 characters` };
   const gates = new Set<GateId>();
   for (const raw of gatesText.split(',')) {
     const id = raw.trim();
@@ -63,12 +75,40 @@ export function parseGateOverride(annotations: Readonly<Record<string, string>> 
   return { ok: true, value: { gates: [...gates].sort(), reason } };
 }
 
+/**
+ * The override with the authority that grants it: the setting gateOverrideNamespaces lists the
+ * Cluster's namespace (or is `*`). Without it, throws {@link PolicyError} naming the annotation
+ * and the setting: whoever may annotate a Cluster must not lift what the platform set.
+ */
+export function authorizeGateOverride(override: GateOverride, sources: PolicySources): GateOverride {
+  const name = `setting ${GATE_OVERRIDE_NAMESPACES_SETTING}`;
+  const text = checkedValue(
+    name,
+    GATE_OVERRIDE_NAMESPACES_SETTING,
+    sources.settings?.[GATE_OVERRIDE_NAMESPACES_SETTING] ?? '',
+  );
+  const listed = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const granted = listed.includes('*') || (sources.namespace !== undefined && listed.includes(sources.namespace));
+  if (!granted)
+    throw new PolicyError(
+      `annotation ${OVERRIDE_GATES_ANNOTATION}: this Cluster's namespace may not override gates (${name} does not list it)`,
+    );
+  return { ...override, grantedBy: name };
+}
+
 /** Whether `gate` is overridden, and why. */
 export function overrideFor(override: GateOverride | undefined, gate: GateId): string | undefined {
   return override?.gates.includes(gate) ? override.reason : undefined;
 }
 
-/** `removed-apis overridden: <reason>` (what the status, the Event and the gate message say). */
-export function overriddenText(gate: GateId, reason: string): string {
-  return `gate ${gate} overridden (${OVERRIDE_GATES_ANNOTATION}): ${reason}`;
+/**
+ * `gate removed-apis overridden (…override-gates, granted by setting gateOverrideNamespaces): <reason>`
+ * (what the status, the Event and the gate message say); a policy from before grants has none.
+ */
+export function overriddenText(gate: GateId, reason: string, grantedBy?: string): string {
+  const by = grantedBy === undefined ? '' : `, granted by ${grantedBy}`;
+  return `gate ${gate} overridden (${OVERRIDE_GATES_ANNOTATION}${by}): ${reason}`;
 }

@@ -10,6 +10,7 @@
 //   `*Template` kinds.
 // Pure: no I/O; errors name the setting and its value.
 import { compareTokens, formatPointer, isPrefix, parsePointer } from './json-pointer.ts';
+import { valueOverLimit } from './policy-keys.ts';
 
 /** An ExtensionConfig `spec.settings` key (the in-place hooks have no Cluster, so no annotation). */
 export interface InPlaceSettingKey {
@@ -32,8 +33,9 @@ export class InPlaceSettingsError extends Error {
   readonly value: string;
   readonly reason: string;
 
-  constructor(setting: string, value: string, reason: string) {
-    super(`invalid setting ${setting} ${JSON.stringify(value)}: ${reason}`);
+  /** `message` instead of the usual one (which quotes the value): for a value over its limit. */
+  constructor(setting: string, value: string, reason: string, message?: string) {
+    super(message ?? `invalid setting ${setting} ${JSON.stringify(value)}: ${reason}`);
     this.setting = setting;
     this.value = value;
     this.reason = reason;
@@ -101,6 +103,9 @@ function normalizeAllowed(paths: readonly AllowedPath[]): AllowedPath[] {
 }
 
 function parseAllowedList(value: string, setting: string): AllowedPath[] {
+  // `setting` is a setting's name or what names an upgrader's Lease annotation.
+  const tooLong = valueOverLimit(setting.includes(' ') ? setting : `setting ${setting}`, 'inPlaceAllowedPaths', value);
+  if (tooLong !== undefined) throw new InPlaceSettingsError(setting, '', 'over its limit', tooLong);
   const entries = value
     .split(',')
     .map((e) => e.trim())
@@ -120,6 +125,8 @@ function parseAllowedList(value: string, setting: string): AllowedPath[] {
 function readSetting(settings: Readonly<Record<string, string>> | undefined, k: InPlaceSettingKey): string | undefined {
   if (settings === undefined || !Object.hasOwn(settings, k.setting)) return undefined;
   const value = settings[k.setting];
+  const tooLong = valueOverLimit(`setting ${k.setting}`, k.setting, value ?? '');
+  if (tooLong !== undefined) throw new InPlaceSettingsError(k.setting, '', 'over its limit', tooLong);
   return value === undefined || value.trim() === '' ? undefined : value;
 }
 

@@ -3,6 +3,7 @@
 import { parseSkipPodSelector } from './drain.ts';
 import { parseGoDuration } from './durations.ts';
 import { parseNodePacing, type NodePacing } from './node-pacing.ts';
+import { valueOverLimit } from './policy-keys.ts';
 
 /** Who applies an update on the node (docs/node-upgrade-request.md, docs/node-upgrade-job.md). */
 export type NodeUpgradeExecutor = 'delegate' | 'job' | 'management';
@@ -45,6 +46,11 @@ export type MachineUpdatePolicyResult = { ok: true; policy: MachineUpdatePolicy 
 export function resolveMachineUpdatePolicy(settings: Readonly<Record<string, string>> = {}): MachineUpdatePolicyResult {
   const problems: string[] = [];
   const get = (key: string) => {
+    const tooLong = valueOverLimit(`setting ${key}`, key, settings[key] ?? '');
+    if (tooLong !== undefined) {
+      problems.push(tooLong);
+      return undefined;
+    }
     const v = settings[key]?.trim();
     return v === undefined || v === '' ? undefined : v;
   };

@@ -9,7 +9,7 @@
 // Pure module: no I/O.
 import { formatDuration, parseGoDuration } from './durations.ts';
 import { parsePolicyPodSelector } from './label-selector.ts';
-import { key, type PolicyKey } from './policy-keys.ts';
+import { key, valueOverLimit, type PolicyKey } from './policy-keys.ts';
 
 export const nodePacingKeys = {
   blockingPodSelector: key('blockingPodSelector', 'blocking-pod-selector'),
@@ -49,6 +49,11 @@ export function parseNodePacing(
   const pacing: NodePacing = {};
   const read = (k: PolicyKey) => {
     const name = from === 'setting' ? k.setting : k.annotation;
+    const tooLong = valueOverLimit(`${prefix}${from} ${name}`, k.setting, values[name] ?? '');
+    if (tooLong !== undefined) {
+      problems.push(tooLong);
+      return undefined;
+    }
     const v = values[name]?.trim();
     return v === undefined || v === '' ? undefined : { name: `${prefix}${from} ${name}`, value: v };
   };

@@ -1,13 +1,22 @@
 // Resolves the upgrade-plan policy for one cluster from ExtensionConfig
 // settings and Cluster annotations. A set but invalid value is an error that
 // names where it came from; it never falls back silently to a default.
-import { lookupPolicy, policyKeys, type PolicySources } from './policy-keys.ts';
+import { lookupPolicy, PolicyError, policyKeys, type PolicySources } from './policy-keys.ts';
 import { parseControlPlaneStrategy, parseWorkersStrategy, type PlanPolicy } from './upgrade-plan.ts';
 import { defaultCatalog, parseCatalog } from './version-catalog.ts';
 
 export type PlanPolicyResult = { ok: true; policy: PlanPolicy } | { ok: false; message: string };
 
 export function resolvePlanPolicy(sources: PolicySources): PlanPolicyResult {
+  try {
+    return resolve(sources);
+  } catch (err) {
+    if (err instanceof PolicyError) return { ok: false, message: err.message };
+    throw err;
+  }
+}
+
+function resolve(sources: PolicySources): PlanPolicyResult {
   const versions = lookupPolicy(sources, policyKeys.kubernetesVersions);
   let catalog = defaultCatalog();
   if (versions) {

@@ -1,14 +1,26 @@
 // Upgrade policy for one cluster: built-in defaults ← ExtensionConfig
-// settings ← Cluster annotations. Plain JSON (it travels into workflows; the
-// type is model/cluster-upgrade.ts).
+// settings ← Cluster annotations, except where the platform binds a setting
+// (policy-keys.ts): then an annotation adds to it (freezes, always; critical
+// namespaces), may only tighten it, or is refused. Plain JSON (it travels into
+// workflows; the type is model/cluster-upgrade.ts).
 // A bad value is an error naming the annotation or setting and the value.
 import { canonicalJson, fnv1a64 } from './canonical-json.ts';
 import { parseGoDuration } from './durations.ts';
 import { resolveAlertPolicy } from './alert-policy.ts';
 import { parseFreezes, parseTimeZone, parseWindows, windowsText } from './calendar.ts';
-import { parseGateOverride } from './gate-overrides.ts';
-import { lookupPolicy, policyKeys, type PolicyKey, type PolicySources } from './policy-keys.ts';
-import type { UpgradePolicy } from '../model/cluster-upgrade.ts';
+import { authorizeGateOverride, parseGateOverride } from './gate-overrides.ts';
+import {
+  lookupPolicy,
+  lookupPolicyBoth,
+  PolicyError,
+  policyKeys,
+  rankedTighter,
+  type FoundValue,
+  type PolicyKey,
+  type PolicySources,
+  type Tighter,
+} from './policy-keys.ts';
+import type { Freeze, UpgradePolicy } from '../model/cluster-upgrade.ts';
 
 export const DEFAULT_UPGRADE_POLICY: UpgradePolicy = {
   capacityReservation: 0,
@@ -18,9 +30,30 @@ export const DEFAULT_UPGRADE_POLICY: UpgradePolicy = {
   healthCheckTimeoutMs: 30 * 60_000,
 };
 
-export type UpgradePolicyResult = { ok: true; policy: UpgradePolicy } | { ok: false; message: string };
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})$/i;
 
-class PolicyError extends Error {}
+/** A DNS-1123 label, checked without a regular expression that could backtrack. */
+export function isNamespaceName(n: string): boolean {
+  if (n.length === 0 || n.length > 63 || n.startsWith('-') || n.endsWith('-')) return false;
+  for (let i = 0; i < n.length; i++) {
+    const c = n.charCodeAt(i);
+    if (!((c >= 97 && c <= 122) || (c >= 48 && c <= 57) || c === 45)) return false;
+  }
+  return true;
+}
+
+/** The platform's and the Cluster's freezes together: identical ones once, in order of start. */
+function mergeFreezes(freezes: readonly Freeze[]): Freeze[] {
+  const seen = new Set<string>();
+  return freezes
+    .filter((f) => {
+      const id = `${f.from}/${f.to} ${f.reason}`;
+      return seen.has(id) ? false : (seen.add(id), true);
+    })
+    .sort((a, b) => Date.parse(a.from) - Date.parse(b.from));
+}
+
+export type UpgradePolicyResult = { ok: true; policy: UpgradePolicy } | { ok: false; message: string };
 
 interface Problem {
   problem: string;
@@ -33,12 +66,22 @@ export function resolveUpgradePolicy(sources: PolicySources): UpgradePolicyResul
     ...DEFAULT_UPGRADE_POLICY,
     criticalNamespaces: [...DEFAULT_UPGRADE_POLICY.criticalNamespaces],
   };
-  const read = <T>(k: PolicyKey, parse: (value: string) => T | Problem): T | undefined => {
-    const found = lookupPolicy(sources, k);
-    if (!found) return undefined;
+  const parseFound = <T>(found: FoundValue, parse: (value: string) => T | Problem): T => {
     const parsed = parse(found.value.trim());
     if (isProblem(parsed)) throw new PolicyError(`${found.name}=${JSON.stringify(found.value)}: ${parsed.problem}`);
     return parsed;
+  };
+  const read = <T>(k: PolicyKey, parse: (value: string) => T | Problem, tighter?: Tighter): T | undefined => {
+    const found = lookupPolicy(sources, k, tighter);
+    return found ? parseFound(found, parse) : undefined;
+  };
+  /** A list key whose binding setting an annotation adds to (union); unbound, the annotation wins. */
+  const readUnion = <T>(k: PolicyKey, parse: (value: string) => T[] | Problem): T[] | undefined => {
+    const both = lookupPolicyBoth(sources, k);
+    const fromAnnotation = both.annotation ? parseFound(both.annotation, parse) : undefined;
+    const fromSetting = both.setting ? parseFound(both.setting, parse) : undefined;
+    if (fromAnnotation && fromSetting && both.binding) return [...fromSetting, ...fromAnnotation];
+    return fromAnnotation ?? fromSetting;
   };
   const duration = (allowZero: boolean) => (v: string) => {
     const ms = parseGoDuration(v);
@@ -47,13 +90,17 @@ export function resolveUpgradePolicy(sources: PolicySources): UpgradePolicyResul
     return ms;
   };
   try {
-    const upgradeAt = read(policyKeys.upgradeAt, (v) => {
-      // RFC 3339 with an explicit zone: a bare local time would depend on the server's zone.
-      if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i.test(v))
-        return problem('not an RFC 3339 time such as 2026-12-01T02:00:00Z');
-      const ms = Date.parse(v);
-      return Number.isNaN(ms) ? problem('not a valid date') : ms;
-    });
+    const upgradeAt = read(
+      policyKeys.upgradeAt,
+      (v) => {
+        // RFC 3339 with an explicit zone: a bare local time would depend on the server's zone.
+        if (!RFC3339.test(v)) return problem('not an RFC 3339 time such as 2026-12-01T02:00:00Z');
+        const ms = Date.parse(v);
+        return Number.isNaN(ms) ? problem('not a valid date') : ms;
+      },
+      // Bound: the annotation may only start it later.
+      (a, s) => !(Date.parse(a) < Date.parse(s)),
+    );
     if (upgradeAt !== undefined) policy.upgradeAtMs = upgradeAt;
     const window = read(policyKeys.maintenanceWindow, (v) => {
       const w = parseWindows(v);
@@ -65,11 +112,12 @@ export function resolveUpgradePolicy(sources: PolicySources): UpgradePolicyResul
       return z.ok ? z.value : problem(z.reason);
     });
     if (zone !== undefined) policy.maintenanceTimeZone = zone;
-    const freezes = read(policyKeys.maintenanceFreezes, (v) => {
+    // Always binding: the platform's freezes hold whatever the Cluster's annotation says.
+    const freezes = readUnion(policyKeys.maintenanceFreezes, (v) => {
       const f = parseFreezes(v);
       return f.ok ? f.value : problem(f.reason);
     });
-    if (freezes !== undefined && freezes.length > 0) policy.maintenanceFreezes = freezes;
+    if (freezes !== undefined && freezes.length > 0) policy.maintenanceFreezes = mergeFreezes(freezes);
     const delayed = read(policyKeys.delayedAfter, duration(false));
     if (delayed !== undefined) policy.delayedAfterMs = delayed;
     const commence = read(policyKeys.commenceWithin, duration(false));
@@ -87,28 +135,32 @@ export function resolveUpgradePolicy(sources: PolicySources): UpgradePolicyResul
     if (reserveReady !== undefined) policy.capacityReadyTimeoutMs = reserveReady;
     const pdb = read(policyKeys.pdbForceDrainTimeout, duration(true));
     if (pdb !== undefined) policy.pdbForceDrainTimeoutMs = pdb;
-    const namespaces = read(policyKeys.criticalNamespaces, (v) => {
+    const namespaces = readUnion(policyKeys.criticalNamespaces, (v) => {
       const list = v
         .split(',')
         .map((s) => s.trim())
         .filter(Boolean);
-      const bad = list.find((n) => !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(n));
+      const bad = list.find((n) => !isNamespaceName(n));
       return bad === undefined ? list : problem(`${JSON.stringify(bad)} is not a namespace name`);
     });
-    if (namespaces !== undefined) policy.criticalNamespaces = namespaces;
-    const pdbPolicy = read(policyKeys.blockingPdbPolicy, (v) =>
-      v === 'fail' || v === 'warn' ? v : problem('expected fail or warn'),
+    if (namespaces !== undefined) policy.criticalNamespaces = [...new Set(namespaces)];
+    const pdbPolicy = read(
+      policyKeys.blockingPdbPolicy,
+      (v) => (v === 'fail' || v === 'warn' ? v : problem('expected fail or warn')),
+      rankedTighter(['warn', 'fail']),
     );
     if (pdbPolicy !== undefined) policy.blockingPdbPolicy = pdbPolicy;
     const hc = read(policyKeys.healthCheckTimeout, duration(false));
     if (hc !== undefined) policy.healthCheckTimeoutMs = hc;
-    const removedApis = read(policyKeys.removedApiPolicy, (v) =>
-      v === 'fail' || v === 'warn' || v === 'off' ? v : problem('expected fail, warn or off'),
+    const removedApis = read(
+      policyKeys.removedApiPolicy,
+      (v) => (v === 'fail' || v === 'warn' || v === 'off' ? v : problem('expected fail, warn or off')),
+      rankedTighter(['off', 'warn', 'fail']),
     );
     if (removedApis !== undefined) policy.removedApiPolicy = removedApis;
     const override = parseGateOverride(sources.annotations);
     if (!override.ok) throw new PolicyError(override.message);
-    if (override.value) policy.gateOverride = override.value;
+    if (override.value) policy.gateOverride = authorizeGateOverride(override.value, sources);
     const alerts = resolveAlertPolicy(sources);
     if (!alerts.ok) return alerts;
     if (alerts.policy) policy.alerts = alerts.policy;

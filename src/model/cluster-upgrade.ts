@@ -39,8 +39,11 @@ export interface UpgradePolicy {
   healthCheckTimeoutMs: number;
   /** The removed-API gate (domain/deprecated-apis.ts); unset = DEFAULT_REMOVED_API_POLICY. */
   removedApiPolicy?: RemovedApiPolicy;
-  /** Gates overridden for this cluster, and why (annotations override-gates / override-reason). */
-  gateOverride?: { gates: ('alerts' | 'maintenance-window' | 'removed-apis')[]; reason: string };
+  /**
+   * Gates overridden for this cluster, why (annotations override-gates / override-reason), and who
+   * granted it (the setting gateOverrideNamespaces; absent in policies resolved before grants).
+   */
+  gateOverride?: { gates: ('alerts' | 'maintenance-window' | 'removed-apis')[]; reason: string; grantedBy?: string };
   /** The alert gate and silences (model/alerts.ts); absent = off. */
   alerts?: AlertPolicy;
 }
@@ -235,6 +238,8 @@ export interface RemovedApiVerdict {
 export interface GateOverrideRecord {
   gate: string;
   reason: string;
+  /** Who granted the override (e.g. `setting gateOverrideNamespaces`); absent before grants existed. */
+  grantedBy?: string;
   /** `hook version` of the step it let through. */
   step: string;
   at: string;

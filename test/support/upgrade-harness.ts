@@ -171,13 +171,25 @@ export interface UpgradeHarness {
   call(
     hook: HookName,
     fields: Record<string, unknown>,
-    opts?: { annotations?: Record<string, string>; timeout?: string; topologyVersion?: string; uid?: string },
+    opts?: {
+      annotations?: Record<string, string>;
+      /** ExtensionConfig spec.settings of this call (instead of the harness's). */
+      settings?: Record<string, string>;
+      timeout?: string;
+      topologyVersion?: string;
+      uid?: string;
+    },
   ): Promise<HookAnswer>;
   /** Calls like CAPI until the gate opens (retryAfterSeconds 0) or fails; returns the last answer. */
   pollUntilDone(
     hook: HookName,
     fields: Record<string, unknown>,
-    opts?: { annotations?: Record<string, string>; timeoutMs?: number; topologyVersion?: string },
+    opts?: {
+      annotations?: Record<string, string>;
+      settings?: Record<string, string>;
+      timeoutMs?: number;
+      topologyVersion?: string;
+    },
   ): Promise<HookAnswer>;
   close(): Promise<void>;
 }
@@ -231,10 +243,11 @@ export async function startUpgradeHarness(
       const c = cluster(ref.name, ref.namespace, opts.topologyVersion ?? 'v1.33.0');
       c.metadata.uid = opts.uid ?? ref.uid;
       if (opts.annotations) c.metadata.annotations = { ...c.metadata.annotations, ...opts.annotations };
+      const settings = opts.settings ?? options.settings;
       const body = {
         apiVersion: HOOKS_API_VERSION,
         kind: `${hook}Request`,
-        ...(options.settings ? { settings: options.settings } : {}),
+        ...(settings ? { settings } : {}),
         cluster: c,
         ...fields,
       };

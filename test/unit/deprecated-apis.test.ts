@@ -169,17 +169,31 @@ describe('policy and overrides', () => {
     expect(d.ok && 'removedApiPolicy' in d.policy).toBe(false);
   });
 
-  it('reads an override with its reason into the policy', () => {
-    const r = resolveUpgradePolicy({
-      annotations: {
-        [`${P}override-gates`]: ' removed-apis, alerts,removed-apis ',
-        [`${P}override-reason`]: 'CVE-2026-1 fix, approved in CHG-42',
-      },
-    });
-    expect(r.ok && r.policy.gateOverride).toEqual({
-      gates: ['alerts', 'removed-apis'],
-      reason: 'CVE-2026-1 fix, approved in CHG-42',
-    });
+  it('reads an override with its reason into the policy, with the grant that allows it', () => {
+    const annotations = {
+      [`${P}override-gates`]: ' removed-apis, alerts,removed-apis ',
+      [`${P}override-reason`]: 'CVE-2026-1 fix, approved in CHG-42',
+    };
+    for (const listed of ['team-b, team-a', '*']) {
+      const r = resolveUpgradePolicy({
+        settings: { gateOverrideNamespaces: listed },
+        annotations,
+        namespace: 'team-a',
+      });
+      expect(r.ok && r.policy.gateOverride).toEqual({
+        gates: ['alerts', 'removed-apis'],
+        reason: 'CVE-2026-1 fix, approved in CHG-42',
+        grantedBy: 'setting gateOverrideNamespaces',
+      });
+    }
+    // Not granted: unset, or another namespace listed.
+    for (const settings of [{}, { gateOverrideNamespaces: 'team-b' }] as Record<string, string>[]) {
+      const r = resolveUpgradePolicy({ settings, annotations, namespace: 'team-a' });
+      expect(r).toEqual({
+        ok: false,
+        message: `annotation ${P}override-gates: this Cluster's namespace may not override gates (setting gateOverrideNamespaces does not list it)`,
+      });
+    }
   });
 
   it.each([

@@ -61,7 +61,7 @@ describe('node pacing settings', () => {
     });
     expect(parseNodePacing({ blockingPodSelector: `a=${'b'.repeat(1100)}` }, 'setting')).toEqual({
       ok: false,
-      message: 'setting blockingPodSelector(1102 characters): not a usable label selector: longer than 1024 characters',
+      message: 'setting blockingPodSelector is 1102 characters, over the 1024-character limit',
     });
   });
 

@@ -109,8 +109,9 @@ describe('capi-upgrades', () => {
 
     annotations[`${P}override-gates`] = 'maintenance-window';
     annotations[`${P}override-reason`] = 'security fix CHG-7';
+    const settings = { gateOverrideNamespaces: h.ref.namespace };
     await waitFor(
-      () => h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations }),
+      () => h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations, settings }),
       (a) => a.status === 'Failure',
     );
     const shown = (await cli('status', key)).stdout;
@@ -119,7 +120,7 @@ describe('capi-upgrades', () => {
         'flowcontrol.apiserver.k8s.io/v1beta3 flowschemas (removed in 1.32, reached at v1.32.13)\n',
     );
     expect(shown).toMatch(
-      /^override: {2}maintenance-window at BeforeClusterUpgrade v1\.33\.0 \(\S+\): security fix CHG-7$/m,
+      /^override: {2}maintenance-window at BeforeClusterUpgrade v1\.33\.0 \(\S+, granted by setting gateOverrideNamespaces\): security fix CHG-7$/m,
     );
     expect(shown).not.toContain('held by:   maintenance-window');
   });

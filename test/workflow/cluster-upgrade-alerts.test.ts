@@ -21,7 +21,11 @@ import {
 const P = 'upgrades.capi-orchestrator.io/';
 const PROM = { [`${P}alert-prometheus-url`]: 'http://prometheus.monitoring:9090' };
 // The platform allows these two; an annotation may name no other URL.
-const settings = { alertAllowedUrls: 'http://prometheus.monitoring:9090, http://alertmanager.monitoring:9093' };
+const settings = {
+  alertAllowedUrls: 'http://prometheus.monitoring:9090, http://alertmanager.monitoring:9093',
+  // Clusters of every namespace may override gates (the override test below).
+  gateOverrideNamespaces: '*',
+};
 const HELD = 'upgrade to v1.33.0 held: alert KubeNodeNotReady firing in prometheus (gate alerts)';
 const firing: AlertReport = { reachable: true, firing: ['KubeNodeNotReady'], firingCount: 1 };
 const quiet: AlertReport = { reachable: true, firing: [], firingCount: 0 };
@@ -155,7 +159,7 @@ describe('alert gate of a cluster upgrade', () => {
       (e) => e.length === 1,
     );
     expect(overridden[0]?.message).toBe(
-      `BeforeClusterUpgrade v1.33.0: gate alerts overridden (${P}override-gates): ${reason}`,
+      `BeforeClusterUpgrade v1.33.0: gate alerts overridden (${P}override-gates, granted by setting gateOverrideNamespaces): ${reason}`,
     );
   });
 

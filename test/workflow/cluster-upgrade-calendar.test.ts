@@ -148,4 +148,57 @@ describe('calendar gates of a cluster upgrade', () => {
     expect(memo.delayed).toBeUndefined();
     await recordHistoryIfAsked(h.client, h.workflowId, 'cluster-upgrade-delayed-then-started');
   });
+
+  describe('a platform freeze a tenant cannot lift', () => {
+    const from = iso(Date.now() - 3_600_000);
+    const to = iso(Date.now() + 30 * 24 * 3_600_000);
+    const settings = { maintenanceFreezes: `${from}/${to} platform freeze` };
+    const heldBy = `BeforeClusterUpgrade v1.33.0: held by the maintenance freeze "platform freeze" (${new Date(from).toISOString()} to ${new Date(to).toISOString()}); the calendar opens ${to}`;
+
+    it('holds a Cluster whose tenant annotated its own freeze (one in 2000)', async () => {
+      const annotations = { [`${P}maintenance-freezes`]: '2000-01-01T00:00:00Z/2000-01-02T00:00:00Z our freeze' };
+      const answer = await waitFor(
+        () => h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations, settings }),
+        (a) => a.message?.includes('freeze') ?? false,
+      );
+      expect(answer).toMatchObject({ status: 'Success', message: heldBy });
+      expect(answer.retryAfterSeconds).toBeGreaterThan(0);
+      expect((await h.status()).phase).toBe('Pending');
+    });
+
+    it('refuses an override the platform did not grant, and holds the Cluster', async () => {
+      const annotations = {
+        [`${P}override-gates`]: 'maintenance-window',
+        [`${P}override-reason`]: 'we are in a hurry',
+      };
+      const answer = await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations, settings });
+      expect(answer).toMatchObject({
+        status: 'Failure',
+        message: `annotation ${P}override-gates: this Cluster's namespace may not override gates (setting gateOverrideNamespaces does not list it)`,
+      });
+      // Nothing started: the same Cluster without the override is held by the freeze.
+      await expect(h.client.workflow.getHandle(h.workflowId).describe()).rejects.toThrow();
+      const held = await waitFor(
+        () => h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { settings }),
+        (a) => a.message?.includes('freeze') ?? false,
+      );
+      expect(held).toMatchObject({ status: 'Success', message: heldBy });
+    });
+
+    it('answers a 256 KiB annotation at once with a Failure naming it and its limit', async () => {
+      const value = 'a/'.repeat(128 * 1024);
+      const started = performance.now();
+      const answer = await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), {
+        annotations: { [`${P}maintenance-freezes`]: value },
+        settings,
+      });
+      const ms = performance.now() - started;
+      expect(answer).toMatchObject({
+        status: 'Failure',
+        message: `annotation ${P}maintenance-freezes is 262144 characters, over the 8192-character limit`,
+      });
+      // One HTTPS call with a 256 KiB body, on a loaded machine; before, the parse alone took seconds.
+      expect(ms).toBeLessThan(1000);
+    });
+  });
 });

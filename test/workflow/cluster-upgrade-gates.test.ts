@@ -112,17 +112,20 @@ describe('removed-API gate and gate overrides', () => {
       [`${P}override-gates`]: 'removed-apis,maintenance-window',
       [`${P}override-reason`]: reason,
     };
-    const answer = await h.pollUntilDone('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations });
+    // The platform grants this Cluster's namespace overrides; the records name that grant.
+    const settings = { gateOverrideNamespaces: `other, ${h.ref.namespace}` };
+    const answer = await h.pollUntilDone('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations, settings });
     expect(answer).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
     const s = await status();
+    const by = `${P}override-gates, granted by setting gateOverrideNamespaces`;
     expect(s.removedApis).toEqual({
       policy: 'fail',
       result: 'overridden',
-      message: `${HELD}; gate removed-apis overridden (${P}override-gates): ${reason}`,
+      message: `${HELD}; gate removed-apis overridden (${by}): ${reason}`,
     });
-    expect(s.overrides?.map((o) => [o.gate, o.reason, o.step])).toEqual([
-      ['maintenance-window', reason, 'BeforeClusterUpgrade v1.33.0'],
-      ['removed-apis', reason, 'BeforeClusterUpgrade v1.33.0'],
+    expect(s.overrides?.map((o) => [o.gate, o.reason, o.grantedBy, o.step])).toEqual([
+      ['maintenance-window', reason, 'setting gateOverrideNamespaces', 'BeforeClusterUpgrade v1.33.0'],
+      ['removed-apis', reason, 'setting gateOverrideNamespaces', 'BeforeClusterUpgrade v1.33.0'],
     ]);
     expect((await memo()).overrides).toEqual([`maintenance-window: ${reason}`, `removed-apis: ${reason}`]);
     const overridden = await waitFor(
@@ -130,8 +133,8 @@ describe('removed-API gate and gate overrides', () => {
       (list) => list.length === 2,
     );
     expect(overridden.map((e) => [e.type, e.message])).toEqual([
-      ['Warning', `BeforeClusterUpgrade v1.33.0: gate maintenance-window overridden (${P}override-gates): ${reason}`],
-      ['Warning', `BeforeClusterUpgrade v1.33.0: gate removed-apis overridden (${P}override-gates): ${reason}`],
+      ['Warning', `BeforeClusterUpgrade v1.33.0: gate maintenance-window overridden (${by}): ${reason}`],
+      ['Warning', `BeforeClusterUpgrade v1.33.0: gate removed-apis overridden (${by}): ${reason}`],
     ]);
     await recordHistoryIfAsked(h.client, h.workflowId, 'cluster-upgrade-gates-overridden');
   });

@@ -35,9 +35,11 @@ export function overridden(
   gate: GateId,
   call: Pick<HookCall, 'hook' | 'version'>,
 ): string | undefined {
-  const reason = overrideFor(s.status.policy.gateOverride, gate);
+  const override = s.status.policy.gateOverride;
+  const reason = overrideFor(override, gate);
   if (reason === undefined || !patched(GATE_OVERRIDE_PATCH)) return undefined;
-  s.recordOverride(gate, reason, `${call.hook} ${call.version}`, overriddenText(gate, reason));
+  const grantedBy = override?.grantedBy;
+  s.recordOverride(gate, reason, `${call.hook} ${call.version}`, overriddenText(gate, reason, grantedBy), grantedBy);
   return reason;
 }
 
@@ -97,7 +99,11 @@ function verdict(
   const reason = overridden(s, 'removed-apis', call);
   if (reason !== undefined) {
     set(
-      { policy, result: 'overridden', message: `${message}; ${overriddenText('removed-apis', reason)}` },
+      {
+        policy,
+        result: 'overridden',
+        message: `${message}; ${overriddenText('removed-apis', reason, s.status.policy.gateOverride?.grantedBy)}`,
+      },
       'True',
       'Overridden',
     );

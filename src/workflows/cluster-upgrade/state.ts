@@ -209,15 +209,16 @@ export class UpgradeState {
    * A gate let `step` through because of an override: recorded once per gate, step and reason in
    * the status and memo, a Warning Event and a log line (the audit trail of who skipped what).
    */
-  recordOverride(gate: string, reason: string, step: string, text: string): void {
+  recordOverride(gate: string, reason: string, step: string, text: string, grantedBy?: string): void {
     const list = (this.status.overrides ??= []);
     if (list.some((o) => o.gate === gate && o.step === step && o.reason === reason)) return;
-    list.push({ gate, reason, step, at: iso(Date.now()) });
+    list.push({ gate, reason, ...(grantedBy !== undefined ? { grantedBy } : {}), step, at: iso(Date.now()) });
     if (list.length > POLICY_CHANGES_KEPT) list.splice(0, list.length - POLICY_CHANGES_KEPT);
     this.event('UpgradeGateOverridden', 'Warning', `${step}: ${text}`);
     log.warn('gate overridden', {
       gate,
       reason,
+      ...(grantedBy !== undefined ? { grantedBy } : {}),
       step,
       cluster: `${this.status.cluster.namespace}/${this.status.cluster.name}`,
     });

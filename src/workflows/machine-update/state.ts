@@ -19,6 +19,7 @@ import {
   type MachineUpdateStep,
 } from '../../model/machine-update.ts';
 import { UpgradePhase } from '../../model/search-attributes.ts';
+import { trimTrailing } from '../../domain/strings.ts';
 import { MachineUpdateEvents } from './events.ts';
 import { MachineUpdateSlot } from './slot.ts';
 
@@ -135,7 +136,7 @@ export class MachineUpdateState {
   requestName(): string {
     const attempt = this.status.attempt ?? 1;
     const name = `${this.input.machine.name}-${this.input.specHash}${attempt > 1 ? `-${attempt}` : ''}`;
-    return name.slice(0, 63).replace(/-+$/, '');
+    return trimTrailing(name.slice(0, 63), '-');
   }
 
   get succeededMessage(): string {
