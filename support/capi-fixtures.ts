@@ -214,3 +214,27 @@ export function sampleRequest<H extends HookName>(hook: H, settings?: Record<str
     ...bodies[hook],
   } as HookRequest<H>;
 }
+
+/** CanUpdateMachine under the `delegate` executor for a Machine of `clusterName` on `nodeName` (v1.33.0 → v1.33.1). */
+export function delegateCanUpdateMachine(namespace: string, clusterName: string, nodeName: string) {
+  const withNode = (version: string) => ({
+    ...machine('m-0', namespace, version),
+    spec: { ...machine('m-0', namespace, version).spec, clusterName },
+    status: { nodeRef: { name: nodeName } },
+  });
+  return {
+    apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1',
+    kind: 'CanUpdateMachineRequest',
+    settings: { nodeUpgradeExecutor: 'delegate' },
+    current: {
+      machine: withNode('v1.33.0'),
+      infrastructureMachine: infrastructureMachine(),
+      bootstrapConfig: kubeadmConfig(),
+    },
+    desired: {
+      machine: withNode('v1.33.1'),
+      infrastructureMachine: infrastructureMachine(),
+      bootstrapConfig: kubeadmConfig(),
+    },
+  };
+}

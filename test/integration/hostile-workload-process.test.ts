@@ -6,10 +6,10 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
+import { defaultHandlerName } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
 import { callHook } from '../../support/capi-client.ts';
-import { infrastructureMachine, kubeadmConfig, machine } from '../../support/capi-fixtures.ts';
+import { delegateCanUpdateMachine } from '../../support/capi-fixtures.ts';
 import { createNamespace, managementApi, testbed, testGroup } from '../../support/testbed-fixtures.ts';
 import { startExtensionProcess, type ExtensionProcess } from '../support/extension-process.ts';
 import { startHostileApiServer, type HostileApiServer } from '../support/hostile-apiserver.ts';
@@ -36,29 +36,6 @@ function peakRss(pid: number): number {
   const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   if (!match) throw new Error(`/proc/${pid}/status: no VmHWM`);
   return Number(match[1]) * 1024;
-}
-
-function canUpdateMachine(nodeName: string) {
-  const withNode = (version: string) => ({
-    ...machine('m-0', g, version),
-    spec: { ...machine('m-0', g, version).spec, clusterName: 'tenant' },
-    status: { nodeRef: { name: nodeName } },
-  });
-  return {
-    apiVersion: HOOKS_API_VERSION,
-    kind: 'CanUpdateMachineRequest',
-    settings: { nodeUpgradeExecutor: 'delegate' },
-    current: {
-      machine: withNode('v1.33.0'),
-      infrastructureMachine: infrastructureMachine(),
-      bootstrapConfig: kubeadmConfig(),
-    },
-    desired: {
-      machine: withNode('v1.33.1'),
-      infrastructureMachine: infrastructureMachine(),
-      bootstrapConfig: kubeadmConfig(),
-    },
-  };
 }
 
 beforeAll(async () => {
@@ -95,7 +72,7 @@ describe('a tenant API server that answers 400 MiB', () => {
     const answer = await callHook<{ status: string; message?: string }>(
       api.hookUrl,
       hookPath('CanUpdateMachine', defaultHandlerName('CanUpdateMachine')),
-      canUpdateMachine('node-1'),
+      delegateCanUpdateMachine(g, 'tenant', 'node-1'),
       { ca: testPki().ca.certPem, timeout: '10s' },
     );
     expect(answer.body.status).toBe('Success');

@@ -23,6 +23,7 @@ import {
   testGroup,
   workloadApi,
 } from '../../support/testbed-fixtures.ts';
+import { until } from '../support/wait.ts';
 import { HOSTILE_ANSWERS, startHostileApiServer, type HostileApiServer } from '../support/hostile-apiserver.ts';
 
 const group = testGroup('hostile');
@@ -35,14 +36,6 @@ let apiManagement: KubeConfig;
 let hostile: HostileApiServer;
 const tenant = { namespace: g, name: 'tenant' };
 const honest = { namespace: g, name: 'wl' };
-
-async function until(ok: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 /** The failure's message, or `completed` when the read took the answer as harmless data. */
 async function failureOf(p: Promise<unknown>): Promise<string> {

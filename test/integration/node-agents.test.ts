@@ -8,7 +8,7 @@ import { hookPath } from '../../src/api/hook-route.ts';
 import { createNodeAgentCheck, nodeAgentLeaseName } from '../../src/api/node-agents.ts';
 import { managementKubeConfig } from '../../src/activities/kube.ts';
 import { callHook } from '../../support/capi-client.ts';
-import { infrastructureMachine, kubeadmConfig, machine, machineSet, template } from '../../support/capi-fixtures.ts';
+import { delegateCanUpdateMachine, machineSet, template } from '../../support/capi-fixtures.ts';
 import {
   createKubeconfigSecret,
   createNamespace,
@@ -30,26 +30,7 @@ const settings = { nodeUpgradeExecutor: 'delegate' };
 type Answer = { status: string; message?: string; machinePatch?: unknown; machineSetPatch?: unknown };
 
 function canUpdateMachine(nodeName: string) {
-  const withNode = (version: string) => ({
-    ...machine('m-0', g, version),
-    spec: { ...machine('m-0', g, version).spec, clusterName: 'wl' },
-    status: { nodeRef: { name: nodeName } },
-  });
-  return {
-    apiVersion: HOOKS_API_VERSION,
-    kind: 'CanUpdateMachineRequest',
-    settings,
-    current: {
-      machine: withNode('v1.33.0'),
-      infrastructureMachine: infrastructureMachine(),
-      bootstrapConfig: kubeadmConfig(),
-    },
-    desired: {
-      machine: withNode('v1.33.1'),
-      infrastructureMachine: infrastructureMachine(),
-      bootstrapConfig: kubeadmConfig(),
-    },
-  };
+  return delegateCanUpdateMachine(g, 'wl', nodeName);
 }
 
 function canUpdateMachineSet() {

@@ -29,3 +29,12 @@ export async function settledHistory(client: Client, workflowId: string): Promis
   );
   return settled.length;
 }
+
+/** Resolves once `ok()` holds; rejects naming `what` after `ms`. */
+export async function until(ok: () => boolean, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

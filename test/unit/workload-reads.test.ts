@@ -14,6 +14,7 @@ import {
   WorkloadReadError,
   type WorkloadReadLimits,
 } from '../../src/platform/kube/workload-limits.ts';
+import { until } from '../support/wait.ts';
 import { startHostileApiServer, type HostileApiServer } from '../support/hostile-apiserver.ts';
 
 const limits: WorkloadReadLimits = { ...DEFAULT_WORKLOAD_READ_LIMITS, timeoutMs: 5_000 };
@@ -27,14 +28,6 @@ function clusterOf(server: HostileApiServer, name: string, gate: ReadGate): Work
 function listLeases(kc: WorkloadKubeConfig, namespace = 'default'): Promise<V1Lease[]> {
   const api = kc.makeApiClient(CoordinationV1Api);
   return listPaged(kc, `Leases in namespace ${namespace}`, (page) => api.listNamespacedLease({ namespace, ...page }));
-}
-
-async function until(ok: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 async function refusal(p: Promise<unknown>): Promise<unknown> {
