@@ -17,11 +17,10 @@ import { requestChecksOff } from '../src/api/request-checks.ts';
 import { DISCOVERY_PATH } from '../src/api/routes/discovery.ts';
 import { callHook } from '../support/capi-client.ts';
 import { cluster } from '../support/capi-fixtures.ts';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startTestHookServer } from '../test/support/hook-server.ts';
-import { writeTestPki } from '../test/support/pki.ts';
+import { startBenchHookServer, writeServingCertificate } from '../support/hook-server.ts';
 
 const { values } = parseArgs({ options: { discoveries: { type: 'string' }, hostile: { type: 'string' } } });
 const discoveries = Number(values.discoveries ?? 1000);
@@ -29,13 +28,12 @@ const hostile = Number(values.hostile ?? 2);
 const P = 'upgrades.capi-orchestrator.io/';
 const SIZE = 256 * 1024;
 
-// The test server's certificates, as the test tiers' global setup makes them.
-process.env.TEST_PKI_FILE ??= join(mkdtempSync(join(tmpdir(), 'capi-uo-bench-')), 'pki.json');
-writeTestPki(process.env.TEST_PKI_FILE);
+const certDir = mkdtempSync(join(tmpdir(), 'capi-uo-bench-'));
+const caPem = writeServingCertificate(certDir);
 const client = new Client({ connection: Connection.lazy({ address: '127.0.0.1:1' }) });
 const lifecycle = createClusterUpgradeHandlers({ client, taskQueue: 'bench', checks: requestChecksOff });
-const t = await startTestHookServer({ lifecycle });
-const opts = { ca: t.ca.certPem, timeout: '10s' };
+const t = await startBenchHookServer(certDir, 'silent', lifecycle);
+const opts = { ca: caPem, timeout: '10s' };
 
 function withAnnotation(name: string, value: string) {
   const c = cluster('big', 'tenant');
@@ -89,6 +87,7 @@ for (let i = 0; i < discoveries; i++) {
 stop = true;
 await Promise.all(loops);
 await t.close();
+rmSync(certDir, { recursive: true, force: true });
 latencies.sort((a, b) => a - b);
 const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(1);
 console.log(`discovery: ${discoveries} calls, p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${at(1)} ms`);

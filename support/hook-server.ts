@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HookRegistry } from '../src/api/registry.ts';
 import { noInPlaceHandlers } from '../src/api/routes/in-place.ts';
-import { nonBlockingLifecycleHandlers } from '../src/api/routes/lifecycle.ts';
+import { nonBlockingLifecycleHandlers, type LifecycleHandlers } from '../src/api/routes/lifecycle.ts';
 import { upgradePlanHandlers } from '../src/api/routes/upgrade-plan.ts';
 import { startHookServer, type HookServer } from '../src/api/server.ts';
 import { parseConfig } from '../src/config/index.ts';
@@ -33,7 +33,12 @@ export function writeServingCertificate(dir: string): string {
  * handlers `make dev` wires that need no Temporal, on a free 127.0.0.1 port,
  * serving the `tls.crt`/`tls.key` in `certDir`.
  */
-export function startBenchHookServer(certDir: string | undefined, logLevel: string): Promise<HookServer> {
+export function startBenchHookServer(
+  certDir: string | undefined,
+  logLevel: string,
+  /** The lifecycle handlers instead of the non-blocking ones (a bench that drives the upgrade handlers). */
+  lifecycle: LifecycleHandlers = nonBlockingLifecycleHandlers,
+): Promise<HookServer> {
   const config = parseConfig({
     HOOK_SERVER_HOST: '127.0.0.1',
     HOOK_SERVER_PORT: '0',
@@ -45,7 +50,7 @@ export function startBenchHookServer(certDir: string | undefined, logLevel: stri
     logLevel: config.logLevel,
     app: {
       registry: new HookRegistry(config.handlers),
-      lifecycle: nonBlockingLifecycleHandlers,
+      lifecycle,
       upgradePlan: upgradePlanHandlers,
       inPlace: noInPlaceHandlers,
     },

@@ -793,10 +793,13 @@ async function tourNodeUpgraderCheck(): Promise<void> {
   });
 }
 
-/** api: secrets get; workload: leases list. */
+/** api: secrets get; workload: leases get (a node's own, CanUpdateMachine) and list (any, CanUpdateMachineSet). */
 async function tourNodeAgentCheck(): Promise<void> {
   expect(await nodeAgents.missing(cluster, w)).toBe(
     `no node agent serves node ${w} (no fresh Lease ${EXECUTOR_NAMESPACE}/node-upgrade-agent-${w})`,
+  );
+  expect(await nodeAgents.missing(cluster, undefined)).toBe(
+    `no node agent runs in cluster ${cluster.namespace}/${cluster.name} (no fresh Lease ${EXECUTOR_NAMESPACE}/node-upgrade-agent-<node>)`,
   );
 }
 

@@ -4,8 +4,12 @@
 import { createClusterHealthActivities } from '../../src/activities/cluster-health.ts';
 import { stableFailure } from '../../src/activities/failures.ts';
 import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { parseConfig } from '../../src/config/index.ts';
+import { configureWorkloadReads } from '../../src/platform/kube/workload-kube-config.ts';
 
 const [namespace = '', name = ''] = (process.argv[2] ?? '').split('/');
+// As the worker's start does: the WORKLOAD_READ_* settings from the environment.
+configureWorkloadReads(parseConfig().workloadReads);
 const management = managementKubeConfig(process.env.MANAGEMENT_KUBECONFIG);
 try {
   const report = await createClusterHealthActivities(management).checkClusterHealth({

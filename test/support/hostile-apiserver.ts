@@ -61,9 +61,9 @@ export interface HostileApiServer {
 }
 
 const JSON_TYPE = { 'content-type': 'application/json' };
-// 64 MiB of zeros in ~64 KiB: inflated, eight times the answer limit.
+// 32 MiB of zeros in ~32 KiB: inflated, four times the answer limit.
 let bomb: Buffer | undefined;
-const makeBomb = (): Buffer => gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 });
+const makeBomb = (): Buffer => gzipSync(Buffer.alloc(32 * 1024 * 1024), { level: 9 });
 
 /** A list of `kind` with honest, small objects, for the honest answer and the `slow` one. */
 function honestList(path: string, items: number): string {

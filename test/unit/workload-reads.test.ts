@@ -43,6 +43,8 @@ let hostile: HostileApiServer;
 let honest: HostileApiServer;
 beforeAll(async () => {
   [hostile, honest] = await Promise.all([startHostileApiServer(), startHostileApiServer()]);
+  // Built now, not inside a timed read: making the gzip bomb holds this process for a moment.
+  hostile.prepare();
 });
 afterAll(async () => {
   await Promise.all([hostile.close(), honest.close()]);
