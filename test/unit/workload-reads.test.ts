@@ -19,8 +19,8 @@ import { startHostileApiServer, type HostileApiServer } from '../support/hostile
 
 const limits: WorkloadReadLimits = { ...DEFAULT_WORKLOAD_READ_LIMITS, timeoutMs: 5_000 };
 
-function clusterOf(server: HostileApiServer, name: string, gate: ReadGate): WorkloadKubeConfig {
-  const kc = new WorkloadKubeConfig(`tenant/${name}`, { limits, gate });
+function clusterOf(server: HostileApiServer, name: string, gate: ReadGate, timeoutMs = limits.timeoutMs) {
+  const kc = new WorkloadKubeConfig(`tenant/${name}`, { limits: { ...limits, timeoutMs }, gate });
   kc.loadFromString(server.kubeconfig());
   return kc;
 }
@@ -132,7 +132,8 @@ describe('slots and sharing', () => {
     hostile.slowMs = 1_500;
     honest.answer = 'honest';
     const gate = new ReadGate(32, 4, 32 * 1024 * 1024);
-    const slowCluster = clusterOf(hostile, 'slow', gate);
+    // Ten 1.5 s answers four at a time: the last waits ~4.5 s for a slot, which counts toward its deadline.
+    const slowCluster = clusterOf(hostile, 'slow', gate, 30_000);
     const before = hostile.mostOpenAnswers();
     // Ten different lists (namespaces), not shared: four at a time.
     const reads = Array.from({ length: 10 }, (_, i) => listLeases(slowCluster, `ns-${i}`));
