@@ -7,10 +7,11 @@ SHELL := bash
 .DEFAULT_GOAL := help
 JEST := node --experimental-vm-modules --no-warnings=ExperimentalWarning node_modules/jest/bin/jest.js
 
-.PHONY: help dev test release test-unit test-workflow test-e2e test-integration test-capi test-production lint build bundle bench bench-fleet bench-vs-go bench-machine-updates chaos clean check-fresh
+.PHONY: help dev demo test release test-unit test-workflow test-e2e test-integration test-capi test-production lint build bundle bench bench-fleet bench-vs-go bench-machine-updates chaos clean check-fresh
 
 help:
-	@echo "make dev        run Temporal dev server + worker + HTTPS hook server (Ctrl-C stops all)"
+	@echo "make dev        Temporal dev server + worker + HTTPS hook server + a management cluster with Cluster API (MANAGEMENT=none: without; Ctrl-C stops all)"
+	@echo "make demo       on a running make dev: upgrade in-memory Clusters two minors through Cluster API, by replacement and in place (DEMO_ARGS='--rolling-only')"
 	@echo "make test       lint, typecheck and every test tier (starts and stops what the tests need)"
 	@echo "make test-unit  the unit tier only (no services)"
 	@echo "make test-capi  the real-CAPI tier only: Cluster API's controllers drive the extension (CAPI_VERSION=v1.13.6 CAPI_TEST_VERSION=v1.13.7: another release, docs/compatibility.md)"
@@ -23,8 +24,15 @@ help:
 	@echo "make bench-machine-updates  200 KWOK nodes updated in place, limit 20 (BENCH_ARGS='--nodes 200 --limit 20 --delay 15')"
 	@echo "make chaos     100 seeded random faults through in-place updates of 50 KWOK nodes, then invariants (BENCH_ARGS='--seed 42 --faults 100 --max-minutes 45 --nodes 50 --limit 5')"
 
+# MANAGEMENT=embedded (the default) starts a management cluster with Cluster API's managers
+# (the first run builds them); MANAGEMENT=none or MANAGEMENT_KUBECONFIG=… skip it.
+MANAGEMENT ?= embedded
+DEV_TOOLS := $(if $(or $(MANAGEMENT_KUBECONFIG),$(filter none,$(MANAGEMENT))),,--testbed --capi)
 dev:
-	@source scripts/env.sh && exec node --disable-warning=ExperimentalWarning src/local/dev.ts
+	@source scripts/env.sh $(DEV_TOOLS) && MANAGEMENT=$(MANAGEMENT) exec node --disable-warning=ExperimentalWarning src/local/dev.ts
+
+demo:
+	@source scripts/env.sh --testbed && exec node --disable-warning=ExperimentalWarning src/cli/capi-upgrades.ts demo $(DEMO_ARGS)
 
 test:
 	@source scripts/env.sh --lint --testbed --capi --temporal-production --alerts && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
