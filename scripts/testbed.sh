@@ -340,8 +340,10 @@ stop_or_start() { # stop|start
   for d in "$KWOK_WORKDIR"/clusters/*/; do
     [ -d "$d" ] || continue
     n="$(basename "$d")"
-    "$kwokctl" "$1" cluster --name "$n" --kubeconfig "$STATE/kwokctl-contexts.kubeconfig" \
-      >>"$STATE/kwokctl-$1.log" 2>&1 || die "kwokctl $1 cluster $n failed (log: $STATE/kwokctl-$1.log)"
+    if ! "$kwokctl" "$1" cluster --name "$n" >>"$STATE/kwokctl-$1.log" 2>&1; then
+      log "kwokctl $1 cluster $n failed (log: $STATE/kwokctl-$1.log)"
+      return 1
+    fi
   done
 }
 
@@ -349,15 +351,18 @@ case "$cmd" in
   up) up ;;
   down) down; log "test bed in $STATE is down" ;;
   stop)
-    [ -f "$STATE/state.env" ] && stop_or_start stop
+    rc=0
+    if [ -f "$STATE/state.env" ]; then stop_or_start stop || rc=$?; fi
+    # Whatever kwokctl left (or all of it, when it failed): etcd's data is on disk either way.
     pids="$(leftover_pids | tr '\n' ' ')"
     # shellcheck disable=SC2086
     [ -z "$pids" ] || kill $pids 2>/dev/null || true
     log "test bed in $STATE is stopped (its data is kept)"
+    exit "$rc"
     ;;
   start)
     start=$(date +%s)
-    stop_or_start start
+    stop_or_start start || die "the test bed in $STATE could not be started again"
     KUBECTL="$(node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).kubectl)' "$STATE/testbed.json")"
     for _ in $(seq 1 120); do
       "$KUBECTL" --kubeconfig "$STATE/management.kubeconfig" get --raw /readyz >/dev/null 2>&1 && break

@@ -79,23 +79,34 @@ function kubectl(state: NonNullable<DevState['management']>): Kube {
   };
 }
 
+/** Reads until `done`, writing what `show` makes of a read each time that changes. */
 async function until<T>(
   what: string,
   deadline: number,
   read: () => Promise<T>,
   done: (v: T) => boolean,
-  onChange?: (v: T) => void,
+  show: (v: T) => string,
+  write: (line: string) => void,
 ): Promise<T> {
   let last = '';
   for (;;) {
     const v = await read();
-    const shown = JSON.stringify(v);
-    if (shown !== last) onChange?.(v);
+    const shown = show(v);
+    if (shown !== last) write(shown);
     last = shown;
     if (done(v)) return v;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last seen: ${shown}`);
     await new Promise((r) => setTimeout(r, 3_000));
   }
+}
+
+/** The gates an upgrade waits at now, in a word or two each (what the hooks answer CAPI). */
+function waitingOn(memo: ClusterUpgradeMemo | undefined): string {
+  if (!memo) return 'not started';
+  const waiting = Object.values(memo.gates)
+    .filter((g) => g.state === 'Waiting')
+    .map((g) => g.message);
+  return `${memo.phase}${memo.halted ? `: ${memo.halted}` : waiting.length ? `: ${waiting.join('; ')}` : ''}`;
 }
 
 async function machines(kube: Kube, namespace: string, cluster: string): Promise<Machine[]> {
@@ -204,7 +215,6 @@ async function upgradeOne(
   write(`\n== ${opts.title}`);
   const uid = await createCluster(kube, m, { ...opts, version: opts.from });
   const workflowId = `cluster-upgrade/${namespace}/${name}/${uid}`;
-  const progress = (list: Machine[]) => write(`  ${name}: ${machineSummary(list) || 'no Machines yet'}`);
   write(
     `  creating ${namespace}/${name} at ${opts.from}: ${opts.controlPlanes} control plane, ${opts.workers} workers`,
   );
@@ -213,32 +223,31 @@ async function upgradeOne(
     deadline,
     () => machines(kube, namespace, name),
     (l) => ready(l, count, opts.from),
-    progress,
+    (l) => `  ${name}: ${machineSummary(l) || 'no Machines yet'}`,
+    write,
   );
   write(`  upgrading ${namespace}/${name} ${opts.from} → ${opts.to} (workflow ${workflowId})`);
   write(watchHints(state, namespace, name, workflowId));
   const started = Date.now();
   await kube(upgradeArgs(namespace, name, opts.to));
-  const done = await until(
-    `every Machine of ${namespace}/${name} at ${opts.to}`,
-    deadline,
-    () => machines(kube, namespace, name),
-    (l) => ready(l, count, opts.to),
-    progress,
-  );
-  // CAPI's last hook (AfterClusterUpgrade) comes after the Machines: the workflow says when it is over.
+  // Done when every Machine runs the target and the workflow says Upgraded (CAPI's last hook,
+  // AfterClusterUpgrade, comes after the Machines).
   const handle = client.workflow.getHandle(workflowId);
-  await until(
-    `the upgrade workflow ${workflowId} Upgraded`,
+  const memo = async () =>
+    (await handle.describe().catch(() => undefined))?.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as
+      ClusterUpgradeMemo | undefined;
+  const done = await until(
+    `every Machine of ${namespace}/${name} at ${opts.to} and its upgrade Upgraded`,
     deadline,
-    async () => ((await handle.describe()).memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined)?.phase,
-    (phase) => phase === 'Upgraded',
-    (phase) => write(`  ${name}: upgrade ${phase ?? 'not started'}`),
+    async () => ({ list: await machines(kube, namespace, name), memo: await memo() }),
+    (v) => ready(v.list, count, opts.to) && v.memo?.phase === 'Upgraded',
+    (v) => `  ${name}: ${machineSummary(v.list)} | upgrade ${waitingOn(v.memo)}`,
+    write,
   );
   const seconds = Math.round((Date.now() - started) / 1000);
   write(`  ${namespace}/${name} upgraded to ${opts.to} in ${seconds} s`);
   const names = (list: Machine[]) => list.map((x) => x.metadata.name).sort();
-  return { name, workflowId, machinesBefore: names(before), machines: names(done), seconds };
+  return { name, workflowId, machinesBefore: names(before), machines: names(done.list), seconds };
 }
 
 /** Runs the demo against the `make dev` whose state is given. */

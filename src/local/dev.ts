@@ -114,8 +114,12 @@ async function dev(components: Components): Promise<void> {
   if (components.stopped) return;
   const temporal = temporalStart.value;
 
-  const managementKubeconfig = management?.state.managementKubeconfig ?? process.env.MANAGEMENT_KUBECONFIG;
-  if (management) await ensureNamespace(management.state.managementKubeconfig, DEFAULT_NODE_UPGRADER_NAMESPACE);
+  if (management) {
+    await ensureNamespace(management.state.managementKubeconfig, DEFAULT_NODE_UPGRADER_NAMESPACE);
+    // The activities and the request checks find the management cluster by this variable.
+    process.env.MANAGEMENT_KUBECONFIG = management.state.managementKubeconfig;
+  }
+  const managementKubeconfig = process.env.MANAGEMENT_KUBECONFIG;
   const config = parseConfig({
     HOOK_SERVER_HOST: '127.0.0.1',
     OPS_SERVER_HOST: '127.0.0.1',
@@ -127,7 +131,6 @@ async function dev(components: Components): Promise<void> {
     HOOK_REQUEST_CHECKS: managementKubeconfig ? 'on' : 'off',
     ...(management && clientCerts
       ? {
-          MANAGEMENT_KUBECONFIG: management.state.managementKubeconfig,
           // As config/default deploys it: only CAPI's core and KCP managers may call.
           TLS_CLIENT_CA_FILE: clientCerts.clientCaFile,
           HOOK_CLIENT_ALLOWED_SUBJECTS: clientCerts.allowedSubjects,
