@@ -7,7 +7,8 @@ import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { parseConfig } from '../config/index.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
-import { run, stopOnSignals } from '../main.ts';
+import { createLogger } from '../log.ts';
+import { installRuntime, run, stopOnSignals } from '../main.ts';
 import { promoteWorkerVersion } from '../ops/worker-deployment.ts';
 import { ensureDevServingCertificate } from './certs.ts';
 import { startDevServer } from './temporal-dev-server.ts';
@@ -39,7 +40,10 @@ async function dev(): Promise<void> {
     TEMPORAL_ADDRESS: temporal.address,
     TLS_CERT_DIR: process.env.TLS_CERT_DIR ?? certDir,
   });
-  const running = await run(config).catch(async (err: unknown) => {
+  // The SDK's logs as JSON lines, as in production: a failed activity is one line, not a stack per retry.
+  const log = createLogger(config.logLevel);
+  installRuntime(config, log);
+  const running = await run(config, log).catch(async (err: unknown) => {
     await temporal.stop();
     throw err;
   });
@@ -47,7 +51,7 @@ async function dev(): Promise<void> {
     await running.stop();
     await temporal.stop();
   };
-  stopOnSignals(stopAll);
+  stopOnSignals(stopAll, log);
 
   // Self-check: one workflow through client → server → worker → activity.
   const connection = await Connection.connect({ address: temporal.address });
