@@ -30,8 +30,7 @@ async function dev(): Promise<void> {
   const config = parseConfig({
     HOOK_SERVER_HOST: '127.0.0.1',
     OPS_SERVER_HOST: '127.0.0.1',
-    // Any free port unless given: several dev stacks (the CAPI test tier) share a machine.
-    OPS_SERVER_PORT: '0',
+    // OPS_SERVER_PORT: 8080 as documented unless given (the CAPI test tier gives 0: several stacks share a machine).
     LOG_LEVEL: 'info',
     // Without a management cluster there is nothing to check requests against: off (with a
     // warning at start). With MANAGEMENT_KUBECONFIG (the CAPI test tier) they run as in production.
@@ -74,6 +73,7 @@ capi-upgrade-orchestrator is running (Ctrl-C stops everything)
   Temporal Web UI    ${temporal.uiUrl}
   Temporal frontend  ${temporal.address}   (temporal workflow list --address ${temporal.address})
   Hook server        ${hookUrl}
+  Ops server         ${running.opsServer.url}   (/metrics, /livez, /readyz, /version)
   Serving CA         ${join(certDir, 'ca.crt')}${created ? '  (created now)' : ''}
   Client certs       ${config.server.clientCaFile ? `required (CA ${config.server.clientCaFile})` : 'not required: development only (config/default requires them)'}
   Data               ${dataDir}

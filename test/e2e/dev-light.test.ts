@@ -104,4 +104,12 @@ describe('make dev without a management cluster', () => {
       });
     }
   });
+
+  it('prints its ops server in the banner: /metrics answers there', async () => {
+    const ops = printed('Ops server');
+    expect(ops).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const metrics = await fetch(`${ops}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toMatch(/^capi_upgrade_build_info\{/m);
+  });
 });

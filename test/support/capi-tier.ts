@@ -90,6 +90,7 @@ async function startExtension(
       TEMPORAL_PORT: '0',
       TEMPORAL_UI_PORT: '0',
       HOOK_SERVER_PORT: '0',
+      OPS_SERVER_PORT: '0',
       MANAGEMENT_KUBECONFIG: managementKubeconfig,
       TLS_CLIENT_CA_FILE: clientCaFile,
       HOOK_CLIENT_ALLOWED_SUBJECTS: `CN=${CAPI_CORE_CLIENT_SUBJECT},CN=${CAPI_KCP_CLIENT_SUBJECT}`,
