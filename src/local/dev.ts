@@ -77,6 +77,7 @@ capi-upgrade-orchestrator is running (Ctrl-C stops everything)
   Serving CA         ${join(certDir, 'ca.crt')}${created ? '  (created now)' : ''}
   Client certs       ${config.server.clientCaFile ? `required (CA ${config.server.clientCaFile})` : 'not required: development only (config/default requires them)'}
   Data               ${dataDir}
+  Shell tools        eval "$(make env)"   (puts temporal, kubectl, clusterctl, capi-upgrades and Node 24 on this shell's PATH)
   Worker             ${version ? `Worker Deployment ${version.deploymentName}, build ${version.buildId} (current)` : 'unversioned (no TEMPORAL_WORKER_BUILD_ID)'}
   Self-check         ${JSON.stringify(probe)}
 

@@ -112,4 +112,8 @@ describe('make dev without a management cluster', () => {
     expect(metrics.status).toBe(200);
     expect(await metrics.text()).toMatch(/^capi_upgrade_build_info\{/m);
   });
+
+  it("says how to get the tools the banner names (temporal, capi-upgrades) on this shell's PATH", () => {
+    expect(output()).toMatch(/^ {2}Shell tools {8}eval "\$\(make env\)" .*temporal.*capi-upgrades/m);
+  });
 });
