@@ -45,7 +45,7 @@ export function temporalSdkLogger(log: Logger, level: string): DefaultLogger {
  * An error in a log line ("Activity failed"): an application failure (raised on purpose, its message the whole
  * story: no management cluster, a refused kubeconfig) as its type and message; anything else (a bug) with its stack.
  */
-export function loggedError(error: unknown): unknown {
+function loggedError(error: unknown): unknown {
   if (error instanceof ApplicationFailure)
     return { type: error.type ?? error.name, message: error.message, nonRetryable: error.nonRetryable };
   return error instanceof Error ? pino.stdSerializers.err(error) : error;

@@ -165,7 +165,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
     // starts anyway (and says so): every activity that needs the cluster fails saying the same.
     const management = managementKubeConfig();
     if (!isManagementClusterConfigured(management)) {
-      // Expected without a cluster (make dev MANAGEMENT=none, docker compose): a warning, not an error.
+      // Expected without a cluster (make dev without MANAGEMENT_KUBECONFIG, docker compose): a warning, not an error.
       log.warn(
         `${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: the steps of upgrades and machine updates that read it cannot run (an upgrade holds at its pre-upgrade health check, which says so); set MANAGEMENT_KUBECONFIG`,
       );

@@ -1,6 +1,7 @@
-// `make dev` without a management cluster (the light mode: MANAGEMENT=none, no MANAGEMENT_KUBECONFIG) as a new
-// user meets it: src/local/dev.ts with its own Temporal dev server. An upgrade cannot pass its health check there,
-// which is expected: the log says so in one line per attempt, with no error-level line and no stack trace.
+// `make dev` without a management cluster (the light mode: no MANAGEMENT_KUBECONFIG; MANAGEMENT=none as well, the
+// spelling issue 40 gives it once make dev brings up its own) as a new user meets it: src/local/dev.ts with its own
+// Temporal dev server. An upgrade cannot pass its health check there, which is expected: the log says so in one line
+// per attempt, with no error-level line and no stack trace.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
