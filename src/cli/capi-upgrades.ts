@@ -64,7 +64,7 @@ const USAGE = `usage: ${PROGRAM} <command> [options]
   abort <namespace>/<cluster> [--reason TEXT]
                                  stop the upgrade: every hook answers Failure until "resume"
   resume <namespace>/<cluster>   continue an aborted or failed upgrade where it stopped
-  retry <namespace>/<cluster>    run a failed step again
+  retry <namespace>/<cluster>    run a failed step again (an aborted upgrade needs resume)
   history <namespace>/<cluster>  every run for the cluster, and the versions it went through
 ${ROLLOUT_USAGE}
   completion bash|zsh            the shell completion script (source <(${PROGRAM} completion bash))
@@ -341,7 +341,7 @@ async function main(argv: string[]): Promise<number> {
       print(runs, `${runsTable(runs)}${versions ? `\n\nversions of the latest run:\n${versions}` : ''}`);
     } else {
       const control = command as 'abort' | 'resume' | 'retry';
-      const run = await controlUpgrade(client, cluster!, control, values.reason);
+      const run = await controlUpgrade(client, cluster!, control, values.reason, PROGRAM);
       print({ signalled: control, workflowId: run.workflowId }, `${control} sent to ${run.workflowId}`);
     }
   } finally {

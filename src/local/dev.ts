@@ -13,7 +13,8 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { parseConfig } from '../config/index.ts';
 import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../model/machine-update.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
-import { run } from '../main.ts';
+import { createLogger } from '../log.ts';
+import { installRuntime, run } from '../main.ts';
 import { promoteWorkerVersion } from '../ops/worker-deployment.ts';
 import { ensureDevServingCertificate } from './certs.ts';
 import {
@@ -123,8 +124,7 @@ async function dev(components: Components): Promise<void> {
   const config = parseConfig({
     HOOK_SERVER_HOST: '127.0.0.1',
     OPS_SERVER_HOST: '127.0.0.1',
-    // Any free port unless given: several dev stacks (the CAPI test tier) share a machine.
-    OPS_SERVER_PORT: '0',
+    // OPS_SERVER_PORT: 8080 as documented unless given (the CAPI test tier gives 0: several stacks share a machine).
     LOG_LEVEL: 'info',
     // Without a management cluster there is nothing to check requests against: off (with a
     // warning at start). With one they run as in production.
@@ -141,7 +141,10 @@ async function dev(components: Components): Promise<void> {
     TEMPORAL_ADDRESS: temporal.address,
     TLS_CERT_DIR: process.env.TLS_CERT_DIR ?? certDir,
   });
-  const running = await run(config);
+  // The SDK's logs as JSON lines, as in production: a failed activity is one line, not a stack per retry.
+  const log = createLogger(config.logLevel);
+  installRuntime(config, log);
+  const running = await run(config, log);
   components.add('the extension', () => running.stop());
   if (components.stopped) return;
 
@@ -205,10 +208,12 @@ capi-upgrade-orchestrator is running (Ctrl-C stops everything) — up in ${Math.
   Temporal Web UI    ${temporal.uiUrl}
   Temporal frontend  ${temporal.address}   (temporal workflow list --address ${temporal.address})
   Hook server        ${hookUrl}
+  Ops server         ${running.opsServer.url}   (/metrics, /livez, /readyz, /version)
   Management cluster ${managementLine}
   Serving CA         ${caFile}${created ? '  (created now)' : ''}
   Client certs       ${config.server.clientCaFile ? `required (CA ${config.server.clientCaFile})` : 'not required: development only (config/default requires them)'}
   Data               ${dataDir}
+  Shell tools        eval "$(make env)"   (puts temporal, kubectl, clusterctl, capi-upgrades and Node 24 on this shell's PATH)
   Worker             ${version ? `Worker Deployment ${version.deploymentName}, build ${version.buildId} (current)` : 'unversioned (no TEMPORAL_WORKER_BUILD_ID)'}
   Self-check         ${JSON.stringify(probe)}
 ${
