@@ -268,6 +268,7 @@ export async function runDemo(state: DevState, opts: DemoOptions): Promise<DemoR
 }
 
 async function demo(kube: Kube, client: Client, state: DevState, opts: DemoOptions): Promise<DemoResult> {
+  const begun = Date.now();
   const m = state.management!;
   const namespace = `demo-${randomBytes(2).toString('hex')}`;
   await kube(['create', 'namespace', namespace]);
@@ -301,7 +302,9 @@ async function demo(kube: Kube, client: Client, state: DevState, opts: DemoOptio
       }),
     );
   }
-  opts.write(`\ndone: ${clusters.map((c) => `${namespace}/${c.name} in ${c.seconds} s`).join(', ')}`);
+  opts.write(
+    `\ndone in ${Math.round((Date.now() - begun) / 1000)} s: upgrades ${clusters.map((c) => `${namespace}/${c.name} in ${c.seconds} s`).join(', ')}`,
+  );
   opts.write(`clean up: kubectl --kubeconfig ${m.kubeconfig} delete namespace ${namespace}`);
   return { namespace, clusters };
 }
