@@ -21,12 +21,17 @@ export interface DevState {
   };
 }
 
+/** `make dev`'s data dir: CAPI_UO_DATA_DIR, else the checkout's .data/ (wherever the tools run from). */
+export function devDataDir(env: NodeJS.ProcessEnv = process.env): string {
+  return resolve(env.CAPI_UO_DATA_DIR || new URL('../../.data', import.meta.url).pathname);
+}
+
 export function devStateFile(dataDir: string): string {
   return join(dataDir, 'dev.json');
 }
 
-/** The state of the `make dev` whose data dir is given (CAPI_UO_DATA_DIR or .data); throws naming what is missing. */
-export function readDevState(dataDir = resolve(process.env.CAPI_UO_DATA_DIR ?? '.data')): DevState {
+/** The state of the `make dev` whose data dir is given; throws naming what is missing. */
+export function readDevState(dataDir = devDataDir()): DevState {
   const file = devStateFile(dataDir);
   const state = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Partial<DevState>) : {};
   if (!state.temporalAddress)

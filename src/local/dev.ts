@@ -7,7 +7,7 @@
 // CAPI, runs a self-check workflow, prints the URLs and what to try, and stops
 // everything on Ctrl-C, in reverse order, even while it is still starting.
 import { writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { parseConfig } from '../config/index.ts';
@@ -26,7 +26,7 @@ import {
 } from './embedded-management.ts';
 import { StandInUpgrader } from './in-memory-node-upgrader.ts';
 import { startDevServer } from './temporal-dev-server.ts';
-import { devStateFile, type DevState } from './dev-state.ts';
+import { devDataDir, devStateFile, type DevState } from './dev-state.ts';
 
 type Mode = 'embedded' | 'existing' | 'none';
 
@@ -79,7 +79,7 @@ async function ensureNamespace(kubeconfig: string, name: string): Promise<void> 
 async function dev(components: Components): Promise<void> {
   const started = Date.now();
   const mode = modeOf(process.env);
-  const dataDir = resolve(process.env.CAPI_UO_DATA_DIR ?? '.data');
+  const dataDir = devDataDir();
   const certDir = join(dataDir, 'certs');
   const temporalPort = Number(process.env.TEMPORAL_PORT ?? 7233);
   const uiPort = Number(process.env.TEMPORAL_UI_PORT ?? 8233);
