@@ -6,6 +6,26 @@
 import { AsyncCompletionClient, Client, Connection } from '@temporalio/client';
 import { connectionOptions, type TemporalConnectionSettings, type TemporalCredentials } from './temporal-connection.ts';
 
+/**
+ * @temporalio/client retries a failed call from a timer that Connection.close() does not clear; when
+ * it fires after the close, grpc-js throws this from the timer, outside any await: an uncaught
+ * exception that would end the process in the middle of its ordered stop (make dev's management
+ * cluster left running) or on a credential reload.
+ */
+const CLOSED_CHANNEL = 'Channel has been shut down';
+let closedChannelGuard = false;
+
+/** From the first close on, that one error is not a crash; any other uncaught error still ends the process as Node would. */
+function tolerateRetriesAfterClose(): void {
+  if (closedChannelGuard) return;
+  closedChannelGuard = true;
+  process.on('uncaughtException', (err) => {
+    if (err instanceof Error && err.message === CLOSED_CHANNEL) return;
+    console.error(err);
+    process.exit(1);
+  });
+}
+
 /** Calls in flight on a replaced connection get this long before it closes. */
 const OLD_CONNECTION_GRACE_MS = 60_000;
 
@@ -58,11 +78,13 @@ export class TemporalClients {
     this.retired.add(old);
     setTimeout(() => {
       this.retired.delete(old);
+      tolerateRetriesAfterClose();
       void old.close().catch(() => undefined);
     }, OLD_CONNECTION_GRACE_MS).unref();
   }
 
   async close(): Promise<void> {
+    tolerateRetriesAfterClose();
     await Promise.all([this.current.connection, ...this.retired].map((c) => c.close().catch(() => undefined)));
     this.retired.clear();
   }
