@@ -356,12 +356,34 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     }
   };
 
+  /**
+   * A gate that still waits, answered from what is kept however old (no Temporal call), the view
+   * read again behind the answer; undefined when the answer needs a read first: nothing kept, a run
+   * that is not running or whose task keeps failing, another target, a halt or abort, a policy the
+   * run does not hold yet (a signal to send), a gate not recorded, or one that is not Waiting (an
+   * answer that lets CAPI go on is never given from a stale view).
+   */
+  const fromKept = (cluster: UpgradeTarget, call: HookCall, capSeconds: number): RetryResult | undefined => {
+    const workflowId = clusterUpgradeWorkflowId(cluster);
+    const run = views.kept(workflowId);
+    const memo = run?.memo as ClusterUpgradeMemo | undefined;
+    if (!run?.running || run.workflowTaskRetrying || !memo || memo.targetVersion !== call.targetVersion)
+      return undefined;
+    if (memo.halted || memo.abortRequested || !call.policyHash || call.policyHash !== memo.policyHash) return undefined;
+    const gate = memo.gates[gateKey(call.hook, call.version)];
+    if (gate?.state !== 'Waiting') return undefined;
+    views.refreshBehind(workflowId);
+    return answer(shown(gate, call), { call, capSeconds });
+  };
+
   const upgradeHook = async (
     cluster: UpgradeTarget,
     call: HookCall,
     ctx: HookContext,
     capSeconds: number,
   ): Promise<RetryResult> => {
+    const kept = fromKept(cluster, call, capSeconds);
+    if (kept) return kept;
     const { rollout: _, ...ref } = cluster;
     const checked = checks.before(ctx, clusterUpgradeRule(ref, call.targetVersion));
     return await withinDeadline(client, ctx, async () => {

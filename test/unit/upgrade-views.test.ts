@@ -15,6 +15,7 @@ function backend() {
   const state = new Map<string, RunView>();
   const calls = { describe: 0, list: 0, rows: 0 };
   let listFails = false;
+  let describeFails = false;
   let hold: Promise<void> | undefined;
   let listHold: Promise<void> | undefined;
   return {
@@ -29,8 +30,12 @@ function backend() {
     failLists(fail: boolean) {
       listFails = fail;
     },
+    failDescribes(fail: boolean) {
+      describeFails = fail;
+    },
     describe: async (id: string) => {
       calls.describe++;
+      if (describeFails) throw new Error('frontend unavailable');
       const snapshot = state.get(id);
       await hold;
       return snapshot;
@@ -250,6 +255,62 @@ describe('UpgradeViews', () => {
     expect(large.rows).toBe(small.rows);
     expect(large.calls).toBeLessThanOrEqual(1);
     expect(large.calls).toBe(small.calls);
+  });
+
+  // Issue 42 item 3: a waiting poll never waits on Temporal. What is kept answers it however old,
+  // and the read goes out behind the answer; only a failed read makes the next poll read first.
+  it('gives what is kept however old, and reads it again behind the answer', async () => {
+    const b = backend();
+    b.state.set('a', running('r1', { gate: 'waiting' }));
+    const views = new UpgradeViews({ describe: b.describe, listRunning: b.listRunning, maxStaleMs: 20 });
+    expect(views.kept('a')).toBeUndefined(); // nothing kept: the caller reads first
+    await views.get('a');
+    await sleep(50);
+    b.state.set('a', running('r1', { gate: 'open' }));
+    const never = new Promise<void>(() => {});
+    b.holdLists(never); // Temporal does not answer
+    const calls = b.calls.list + b.calls.describe;
+    expect(views.kept('a')?.memo).toEqual({ gate: 'waiting' }); // no call made for it
+    expect(b.calls.list + b.calls.describe).toBe(calls);
+    views.refreshBehind('a');
+    views.refreshBehind('a'); // a second answer shares the read in flight
+    await sleep(10);
+    expect(b.calls.list).toBe(2);
+    expect(views.stats.keptAnswers).toBe(2);
+    b.holdLists(undefined);
+    views.close();
+
+    // One refresh later the open gate shows.
+    const c = backend();
+    c.state.set('a', running('r1', { gate: 'waiting' }));
+    const fresh = new UpgradeViews({ describe: c.describe, listRunning: c.listRunning, maxStaleMs: 200 });
+    await fresh.get('a');
+    await sleep(250);
+    c.state.set('a', running('r1', { gate: 'open' }));
+    expect(fresh.kept('a')?.memo).toEqual({ gate: 'waiting' });
+    fresh.refreshBehind('a');
+    await sleep(20);
+    expect(fresh.kept('a')?.memo).toEqual({ gate: 'open' });
+    // Within maxStaleMs nothing is read again (a re-describe only when one is due).
+    fresh.refreshBehind('a');
+    await sleep(5);
+    expect(c.calls).toMatchObject({ list: 2, describe: 0 });
+    fresh.close();
+  });
+
+  it('drops what is kept when the read behind an answer fails, so the next poll reads first', async () => {
+    const b = backend();
+    b.state.set('a', running('r1', { gate: 'waiting' }));
+    const views = new UpgradeViews({ describe: b.describe, listRunning: b.listRunning, maxStaleMs: 10 });
+    await views.get('a');
+    await sleep(30);
+    b.failLists(true);
+    b.failDescribes(true);
+    expect(views.kept('a')?.memo).toEqual({ gate: 'waiting' });
+    views.refreshBehind('a');
+    await sleep(20);
+    expect(views.kept('a')).toBeUndefined();
+    views.close();
   });
 
   it('keeps every map bounded, and prunes it, while every List fails', async () => {
