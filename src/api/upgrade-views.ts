@@ -12,9 +12,10 @@
 //   idle process reads nothing. Concurrent reads of one upgrade share one read.
 // - A poll whose answer would still hold CAPI back (a gate that waits) may be
 //   answered from what is kept however old it is (`kept`), the read going out
-//   behind the answer (`refreshBehind`): a stale "still waiting" only makes CAPI
-//   wait one poll longer, so no waiting poll waits on Temporal. An answer that
-//   lets CAPI go on is never given from an entry older than `maxStaleMs`.
+//   behind the answer (`refreshBehind`, gathered for `refreshBatchMs` so that
+//   the polls of a second share one List): a stale "still waiting" only makes
+//   CAPI wait one poll longer, so no waiting poll waits on Temporal. An answer
+//   that lets CAPI go on is never given from an entry older than `maxStaleMs`.
 // - A describe instead of a List row: for an upgrade this process wrote to in
 //   the last `writeMemoryMs` (our own writes drop the entry, and a List can still
 //   show the older memo), for ids no query can name, when the List fails, for a
@@ -73,6 +74,11 @@ export interface UpgradeViewsOptions {
   maxListsInFlight?: number;
   /** Lists started per second at most (the frontend limits visibility calls per namespace: 10/s by default). */
   maxListsPerSecond?: number;
+  /**
+   * How long a read behind a kept answer waits for others to share its List: off the request path,
+   * and CAPI's next poll is at least 10 s away, so polls spread over a second go out in one List.
+   */
+  refreshBatchMs?: number;
   /** Bound of each map (entries, writes, reads waiting for a List). */
   maxEntries?: number;
   /**
@@ -114,6 +120,9 @@ export class UpgradeViews {
   private readonly inflight = new Map<string, { started: number; read: Promise<RunView | undefined> }>();
   /** When each upgrade was last written by this process. */
   private readonly writtenAt = new Map<string, number>();
+  /** Upgrades to read again behind kept answers, at the next refresh batch. */
+  private readonly behind = new Map<string, number>();
+  private behindTimer: NodeJS.Timeout | undefined;
   /** Reads waiting for the next List, by workflow id. */
   private readonly queued = new Map<string, Waiting>();
   private listsInFlight = 0;
@@ -136,6 +145,7 @@ export class UpgradeViews {
       batchSize: 100,
       maxListsInFlight: 2,
       maxListsPerSecond: 50,
+      refreshBatchMs: 1_000,
       maxEntries: 20_000,
       idleMs: 7_200_000,
       ...options,
@@ -187,7 +197,29 @@ export class UpgradeViews {
           ? 'redescribe'
           : undefined;
     if (read === undefined) return;
-    const asOf = entry.asOf;
+    if (read !== 'list') return this.readBehind(workflowId, read, entry.asOf);
+    // A List read waits for the batch: the polls of a second share one List.
+    if (this.behind.size >= this.opts.maxEntries || this.inflight.has(workflowId)) return;
+    this.behind.set(workflowId, entry.asOf);
+    this.behindTimer ??= this.outside(() => {
+      const timer = setTimeout(() => {
+        this.behindTimer = undefined;
+        const due = [...this.behind];
+        this.behind.clear();
+        for (const [id, asOf] of due) {
+          const now = Date.now();
+          const kept = this.entries.get(id);
+          // Read meanwhile (another poll, a write): nothing to do.
+          if (kept?.asOf === asOf && !this.closed) this.readBehind(id, this.readFor(id, kept, now), asOf);
+        }
+      }, this.opts.refreshBatchMs);
+      timer.unref();
+      return timer;
+    });
+  }
+
+  /** One read behind an answer; a failure drops the entry it was to refresh. */
+  private readBehind(workflowId: string, read: Read, asOf: number): void {
     this.outside(() => this.load(workflowId, read)).catch(() => {
       if (this.entries.get(workflowId)?.asOf === asOf) this.entries.delete(workflowId);
     });
@@ -209,17 +241,21 @@ export class UpgradeViews {
   }
 
   /** How much is held (tests, metrics). */
-  sizes(): { entries: number; inflight: number; writtenAt: number; queued: number } {
+  sizes(): { entries: number; inflight: number; writtenAt: number; queued: number; behind: number } {
     return {
       entries: this.entries.size,
       inflight: this.inflight.size,
       writtenAt: this.writtenAt.size,
       queued: this.queued.size,
+      behind: this.behind.size,
     };
   }
 
   close(): void {
     this.closed = true;
+    clearTimeout(this.behindTimer);
+    this.behindTimer = undefined;
+    this.behind.clear();
     clearInterval(this.sweeper);
     this.sweeper = undefined;
   }

@@ -154,7 +154,7 @@ describe('a waiting upgrade costs almost nothing', () => {
   });
 
   it('answers a waiting poll without a Temporal round trip, and reads the upgrade again behind it', async () => {
-    h = await startUpgradeHarness({ views: { maxStaleMs: 200 } });
+    h = await startUpgradeHarness({ views: { maxStaleMs: 200, refreshBatchMs: 50 } });
     await h.startWorker();
     const annotations = { [`${P}upgrade-at`]: iso(Date.now() + 2 * 3_600_000) };
     const waiting = await waitFor(
@@ -175,6 +175,7 @@ describe('a waiting upgrade costs almost nothing', () => {
       expect(answer).toMatchObject({ status: 'Success', message: waiting.message, retryAfterSeconds: 60 });
       expect(Date.now() - started).toBeLessThan(2_000);
       // The read behind the answer went out (and hangs): the answer did not wait for it.
+      await new Promise((r) => setTimeout(r, 300));
       expect(blocked.counts.list + blocked.counts.describe).toBe(1);
       expect(h.views.stats.keptAnswers).toBe(1);
     } finally {
@@ -183,7 +184,7 @@ describe('a waiting upgrade costs almost nothing', () => {
   });
 
   it('answers a gate that opened Open after at most one refresh, and never Open from a stale view', async () => {
-    h = await startUpgradeHarness({ views: { maxStaleMs: 200 } });
+    h = await startUpgradeHarness({ views: { maxStaleMs: 200, refreshBatchMs: 50 } });
     h.activities.health = unhealthy;
     await h.startWorker();
     await waitFor(
