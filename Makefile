@@ -7,15 +7,24 @@ SHELL := bash
 .DEFAULT_GOAL := help
 JEST := node --experimental-vm-modules --no-warnings=ExperimentalWarning node_modules/jest/bin/jest.js
 
-.PHONY: help dev test release test-unit test-workflow test-e2e test-integration test-capi test-production lint build bundle bench bench-fleet bench-vs-go bench-machine-updates chaos clean check-fresh
+.PHONY: help dev demo env test release test-unit test-workflow test-e2e test-integration test-capi test-production lint build bench bench-fleet bench-vs-go bench-machine-updates chaos clean check-fresh
 
+# Every target is listed here (test/unit/make-help.test.ts checks it, and that the README names only these).
 help:
-	@echo "make dev        run Temporal dev server + worker + HTTPS hook server (Ctrl-C stops all)"
+	@echo "make dev        Temporal dev server + worker + HTTPS hook server + a management cluster with Cluster API (MANAGEMENT=none: without; Ctrl-C stops all)"
+	@echo "make demo       on a running make dev: upgrade in-memory Clusters two minors through Cluster API, by replacement and in place (DEMO_ARGS='--rolling-only')"
 	@echo "make test       lint, typecheck and every test tier (starts and stops what the tests need)"
+	@echo "make env        shell exports: eval \"\$$(make env)\" puts the tool cache's node 24, temporal, kubectl, clusterctl and bin/ (capi-upgrades) on PATH"
+	@echo "make lint       eslint, prettier and the typecheck"
+	@echo "make build      compile to dist/ (what the image runs)"
+	@echo "make clean      remove dist/, coverage/ and .data/ (make dev's Temporal state and certificates)"
 	@echo "make test-unit  the unit tier only (no services)"
+	@echo "make test-workflow  the workflow tier only (a Temporal dev server; activities stubbed)"
+	@echo "make test-e2e   the end-to-end tier only (the extension's processes against a Temporal dev server)"
+	@echo "make test-integration  the integration tier only (starts the Kubernetes test bed, Prometheus and Alertmanager)"
 	@echo "make test-capi  the real-CAPI tier only: Cluster API's controllers drive the extension (CAPI_VERSION=v1.13.6 CAPI_TEST_VERSION=v1.13.7: another release, docs/compatibility.md)"
 	@echo "make test-production  the production-Temporal tier only: Temporal's services on PostgreSQL, 2 api + 2 worker processes"
-	@echo "make release VERSION=vX.Y.Z [IMAGE=registry/name]  release assets in out/: clusterctl components, metadata.yaml, notes, checksums (docs/release.md)"
+	@echo "make release VERSION=vX.Y.Z [IMAGE=registry/name]  release assets in out/: clusterctl components, metadata.yaml, notes from CHANGELOG.md's [Unreleased], checksums (docs/release.md)"
 	@echo "make check-fresh  make test from a fresh clone of HEAD with empty tool and Go module caches (as a new machine)"
 	@echo "make bench      hook server latency/throughput benchmark"
 	@echo "make bench-fleet  500 clusters' hooks at 100 req/s against api, worker and Temporal as separate processes (BENCH_ARGS='--clusters 500 --rate 100'; '--profile 10k --temporal production': 10,000 upgrades polled at 1,000 req/s on Temporal's services and PostgreSQL; '--management testbed --request-checks on|off': what the request checks cost; '--profile waiting [--clusters 10000]': a fleet waiting for a window, driven as CAPI drives it)"
@@ -23,8 +32,21 @@ help:
 	@echo "make bench-machine-updates  200 KWOK nodes updated in place, limit 20 (BENCH_ARGS='--nodes 200 --limit 20 --delay 15')"
 	@echo "make chaos     100 seeded random faults through in-place updates of 50 KWOK nodes, then invariants (BENCH_ARGS='--seed 42 --faults 100 --max-minutes 45 --nodes 50 --limit 5')"
 
+# MANAGEMENT=embedded (the default) starts a management cluster with Cluster API's managers
+# (the first run builds them); MANAGEMENT=none or MANAGEMENT_KUBECONFIG=… skip it.
+MANAGEMENT ?= embedded
+DEV_TOOLS := $(if $(or $(MANAGEMENT_KUBECONFIG),$(filter none,$(MANAGEMENT))),,--testbed --capi)
 dev:
-	@source scripts/env.sh && exec node --disable-warning=ExperimentalWarning src/local/dev.ts
+	@source scripts/env.sh $(DEV_TOOLS) && MANAGEMENT=$(MANAGEMENT) exec node --disable-warning=ExperimentalWarning src/local/dev.ts
+
+demo:
+	@source scripts/env.sh --testbed && exec node --disable-warning=ExperimentalWarning src/cli/capi-upgrades.ts demo $(DEMO_ARGS)
+
+# eval "$(make env)": this shell gets the tools make dev and the docs name (building what is missing;
+# progress on stderr, only the export line on stdout).
+env:
+	@source scripts/env.sh --testbed --capi >&2 && \
+	  printf 'export PATH=%q:"$$PATH"\n' "$(CURDIR)/bin:$$(dirname "$$(command -v node)"):$$(dirname "$$TEMPORAL_CLI"):$$(dirname "$$KUBECTL"):$$(dirname "$$CLUSTERCTL_BINARY")"
 
 test:
 	@source scripts/env.sh --lint --testbed --capi --temporal-production --alerts && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci

@@ -183,7 +183,7 @@ up() {
     i=$((i + 3))
   done
 
-  # Render the CRDs and webhook configurations (test/capi/render-providers.mjs).
+  # Render the CRDs and webhook configurations (scripts/capi-render-providers.mjs).
   local cfg="$STATE/render.json" sep=""
   {
     printf '{"caFile": %s, "providers": [' "$(json_str "$STATE/certs/ca.crt")"
@@ -201,7 +201,7 @@ up() {
     done
     printf ']}\n'
   } >"$cfg"
-  node "$ROOT/test/capi/render-providers.mjs" "$cfg" >"$STATE/providers.yaml"
+  node "$ROOT/scripts/capi-render-providers.mjs" "$cfg" >"$STATE/providers.yaml"
 
   t=$(date +%s)
   "${km[@]}" apply --server-side --force-conflicts -f "$STATE/providers.yaml" >/dev/null
@@ -276,7 +276,7 @@ up() {
 
   # The CAPD in-memory ClusterClass must pass core's and CAPD's webhooks: a server
   # dry run proves the API server reaches them by url through our CA.
-  "${km[@]}" create --dry-run=server -f "$ROOT/test/capi/clusterclass-in-memory.yaml" -n default >/dev/null ||
+  "${km[@]}" create --dry-run=server -f "$ROOT/config/samples/in-memory/clusterclass-in-memory.yaml" -n default >/dev/null ||
     die "dry-run of the in-memory ClusterClass failed: webhooks not reachable from the API server?"
 
   {
@@ -286,7 +286,7 @@ up() {
     printf '  "capiVersion": %s,\n' "$(json_str "$CAPI_VERSION")"
     printf '  "caFile": %s,\n' "$(json_str "$STATE/certs/ca.crt")"
     printf '  "certDir": %s,\n' "$(json_str "$STATE/certs")"
-    printf '  "manifestsDir": %s,\n' "$(json_str "$ROOT/test/capi")"
+    printf '  "manifestsDir": %s,\n' "$(json_str "$ROOT/config/samples/in-memory")"
     printf '  "managers": {\n'
     sep=""
     for m in "${MANAGERS[@]}"; do

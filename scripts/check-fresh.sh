@@ -4,7 +4,8 @@
 # an empty tool cache and an empty Go module cache, runs the bootstrap and
 # `make test`. Only Go's build cache stays warm (it holds compiled objects,
 # never a downloaded module), so a missing install step cannot hide behind
-# what an earlier run left on this machine.
+# what an earlier run left on this machine. Then every tool the docs name must
+# run from the user's shell after eval "$(make env)" (scripts/check-shell-tools.sh).
 #   scripts/check-fresh.sh            # prints the elapsed time at the end
 #   KEEP_FRESH_DIR=1 scripts/check-fresh.sh  # keep the clone and caches to look at
 set -euo pipefail
@@ -38,7 +39,7 @@ gocache="$(go env GOCACHE)"
   env -u CAPI_UO_CACHE -u TEMPORAL_CLI -u TCTL_CLI -u TEMPORAL_SERVER_BIN -u TEMPORAL_SQL_TOOL -u POSTGRES_BIN_DIR -u GOFLAGS \
     XDG_CACHE_HOME="$work/cache" GOCACHE="$gocache" GOMODCACHE="$work/gomod" GOPATH="$work/gopath" \
     PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -v 'capi-upgrade-orchestrator' | paste -sd: -)" \
-    make test
+    bash -c 'make test && scripts/check-shell-tools.sh'
 ) || rc=$?
 elapsed=$((SECONDS - start))
 printf '[check-fresh] make test from a fresh clone with empty caches: exit %d after %dm%02ds\n' \

@@ -55,8 +55,11 @@ _uo_deps() {
   fi
 }
 
-_uo_go_install() { # name version module-path [name go install gives the binary]
-  local name=$1 version=$2 pkg=$3 built=${4:-$1} dir="$CAPI_UO_CACHE/tools/$1-$2"
+_uo_go_install() { # name version module-path [name go install gives the binary] [ldflags]
+  # Linker flags (a version stamp) are part of the cache key: a build without them is not reused.
+  local name=$1 version=$2 pkg=$3 built=${4:-$1} ldflags=${5:-} key=$2
+  if [ -n "$ldflags" ]; then key="$version-$(printf '%s' "$ldflags" | cksum | cut -d' ' -f1)"; fi
+  local dir="$CAPI_UO_CACHE/tools/$name-$key"
   if [ -x "$dir/$name" ]; then printf '%s\n' "$dir/$name"; return 0; fi
   command -v go >/dev/null || { _uo_die "'$name' is not on PATH and Go is not installed: install Go (1.24+) or put '$name' on PATH"; return 1; }
   mkdir -p "$CAPI_UO_CACHE/tools"
@@ -69,7 +72,7 @@ _uo_go_install() { # name version module-path [name go install gives the binary]
     _uo_log "building $name $version with go install (first run only; takes minutes)"
     start=$SECONDS
     tmp=$(mktemp -d "$CAPI_UO_CACHE/tools/.$name-$version.XXXXXX") || exit 1
-    if ! GOBIN="$tmp" GOFLAGS="${GOFLAGS:-} -trimpath" go install "$pkg@$version" >&2; then
+    if ! GOBIN="$tmp" GOFLAGS="${GOFLAGS:-} -trimpath" go install ${ldflags:+-ldflags "$ldflags"} "$pkg@$version" >&2; then
       rm -rf "$tmp"
       exit 1
     fi
@@ -85,7 +88,9 @@ _uo_temporal() {
     if command -v temporal >/dev/null && temporal server start-dev --help 2>/dev/null | grep -q -- '--sqlite-pragma'; then
       TEMPORAL_CLI=$(command -v temporal)
     else
-      TEMPORAL_CLI=$(_uo_go_install temporal "$TEMPORAL_CLI_VERSION" github.com/temporalio/cli/cmd/temporal) || return 1
+      # Stamped as upstream's release builds are (`temporal --version` says 0.0.0-DEV without it).
+      TEMPORAL_CLI=$(_uo_go_install temporal "$TEMPORAL_CLI_VERSION" github.com/temporalio/cli/cmd/temporal temporal \
+        "-X github.com/temporalio/cli/temporalcli.Version=${TEMPORAL_CLI_VERSION#v}") || return 1
     fi
   fi
   export TEMPORAL_CLI

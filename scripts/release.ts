@@ -167,19 +167,49 @@ export function metadataYaml(version: ReleaseVersion, changelog: string): string
   ].join('\n');
 }
 
-/** The CHANGELOG.md section of this version, else (a release not yet recorded) its Unreleased section. */
-export function releaseNotes(changelog: string, version: ReleaseVersion): { notes: string; fromUnreleased: boolean } {
-  const sections = changelog.split(/^(?=## \[)/m).slice(1);
-  const bare = version.tag.slice(1);
-  const own = sections.find((s) => s.startsWith(`## [${bare}]`));
-  const unreleased = sections.find((s) => s.startsWith('## [Unreleased]'));
-  const section = own ?? unreleased;
-  if (!section) throw new ReleaseInputError(`CHANGELOG.md has neither a [${bare}] nor an [Unreleased] section`);
-  const body = section
+/** A section's entries: its text without the heading and the link references. */
+function sectionBody(section: string): string {
+  return section
     .replace(/^## .*\n/, '')
     .replace(/^\[[^\]]+\]: .*$/gm, '')
     .trim();
-  return { notes: `# ${PROVIDER_NAME} ${version.tag}\n\n${body}\n`, fromUnreleased: own === undefined };
+}
+
+/**
+ * The release notes: the changes under [Unreleased] for a version newer than every released one (the usual
+ * release), or the version's own section when [Unreleased] has just been moved there (it is the newest and
+ * [Unreleased] is empty). A version CHANGELOG.md released before the changes under [Unreleased] is refused: its
+ * notes would not describe what this checkout builds.
+ */
+export function releaseNotes(changelog: string, version: ReleaseVersion): { notes: string; fromUnreleased: boolean } {
+  const sections = changelog.split(/^(?=## \[)/m).slice(1);
+  const bare = version.tag.slice(1);
+  const unreleased = sections.find((s) => s.startsWith('## [Unreleased]'));
+  const pending = unreleased !== undefined && sectionBody(unreleased) !== '';
+  const released = sections.filter((s) => !s.startsWith('## [Unreleased]'));
+  const newest = released[0] && /^## \[([^\]]+)\]/.exec(released[0])?.[1];
+  const next = (() => {
+    const n = newest ? semver.parse(newest) : null;
+    return n ? `v${n.major}.${n.minor + 1}.0` : 'v0.1.0';
+  })();
+  const notes = (section: string) => `# ${PROVIDER_NAME} ${version.tag}\n\n${sectionBody(section)}\n`;
+  const own = released.find((s) => s.startsWith(`## [${bare}]`));
+  if (own) {
+    if (own === released[0] && !pending) return { notes: notes(own), fromUnreleased: false };
+    const heading = own.split('\n')[0]!.replace(/^## /, '');
+    throw new ReleaseInputError(
+      `CHANGELOG.md already has ${heading}, and ${pending ? '[Unreleased] holds changes' : 'newer versions were released'} since: ` +
+        `release them as a newer version (VERSION=${next}), or move [Unreleased] to a new version section first`,
+    );
+  }
+  if (!unreleased) throw new ReleaseInputError(`CHANGELOG.md has neither a [${bare}] nor an [Unreleased] section`);
+  if (newest && semver.valid(newest) && !semver.gt(bare, newest))
+    throw new ReleaseInputError(
+      `${version.tag} is older than [${newest}], the newest release in CHANGELOG.md: VERSION=${next} releases [Unreleased]`,
+    );
+  if (!pending)
+    throw new ReleaseInputError(`CHANGELOG.md's [Unreleased] section is empty: nothing to release as ${version.tag}`);
+  return { notes: notes(unreleased), fromUnreleased: true };
 }
 
 /** `sha256sum` format: `<hex>  <file>` per file, sorted by name. */
@@ -221,6 +251,8 @@ function main(): void {
   try {
     version = parseVersion(values.version);
     image = parseImage(values.image, version);
+    // Before anything is rendered: a version CHANGELOG.md refuses stops here.
+    releaseNotes(readFileSync(join(ROOT, 'CHANGELOG.md'), 'utf8'), version);
   } catch (err) {
     if (!(err instanceof ReleaseInputError)) throw err;
     console.error(`make release: ${err.message}`);
@@ -236,7 +268,9 @@ function main(): void {
   mkdirSync(out, { recursive: true });
   for (const [name, text] of Object.entries(files)) writeFileSync(join(out, name), text);
   if (fromUnreleased)
-    console.error(`note: CHANGELOG.md has no [${version.tag.slice(1)}] section: release notes from [Unreleased]`);
+    console.error(
+      `note: release notes from CHANGELOG.md's [Unreleased]; move them to [${version.tag.slice(1)}] - <date> when you publish`,
+    );
   if ((values.image ?? '').trim() === '')
     console.error(
       `warning: no IMAGE given: the components name ${image}, which this project does not publish; ` +

@@ -4,6 +4,8 @@
 #
 #   scripts/testbed.sh up <statedir>     create both clusters, write <statedir>/testbed.json
 #   scripts/testbed.sh down <statedir>   delete them (safe to repeat, and after a partial up)
+#   scripts/testbed.sh stop <statedir>   stop their processes, keeping etcd's data (`make dev`)
+#   scripts/testbed.sh start <statedir>  start a stopped test bed again with the data it held
 #
 #   management cluster  capi-uo-mgmt-<suffix>: etcd, kube-apiserver,
 #                       kube-controller-manager; Cluster API and NodeUpgradeRequest CRDs installed; Secret
@@ -35,7 +37,8 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 cmd="$1"
 case "$cmd" in
   up) mkdir -p "$2" ;;
-  down) [ -d "$2" ] || { log "nothing to tear down in $2"; exit 0; } ;;
+  down|stop) [ -d "$2" ] || { log "nothing to $cmd in $2"; exit 0; } ;;
+  start) [ -f "$2/testbed.json" ] || die "no test bed in $2 to start: run up first" ;;
   *) usage ;;
 esac
 STATE="$(cd "$2" && pwd)"
@@ -327,8 +330,47 @@ EOF
   log "test bed up in $(( $(date +%s) - start ))s: $STATE/testbed.json"
 }
 
+# kwokctl stop/start for every cluster of this state dir: the processes go, etcd's data stays.
+stop_or_start() { # stop|start
+  local n d kwokctl
+  # shellcheck disable=SC1091
+  . "$STATE/state.env"
+  kwokctl="${TESTBED_KWOKCTL:-}"
+  [ -x "$kwokctl" ] || die "kwokctl ($kwokctl) not found: the tool cache changed; run down, then up"
+  for d in "$KWOK_WORKDIR"/clusters/*/; do
+    [ -d "$d" ] || continue
+    n="$(basename "$d")"
+    if ! "$kwokctl" "$1" cluster --name "$n" >>"$STATE/kwokctl-$1.log" 2>&1; then
+      log "kwokctl $1 cluster $n failed (log: $STATE/kwokctl-$1.log)"
+      return 1
+    fi
+  done
+}
+
 case "$cmd" in
   up) up ;;
   down) down; log "test bed in $STATE is down" ;;
+  stop)
+    rc=0
+    if [ -f "$STATE/state.env" ]; then stop_or_start stop || rc=$?; fi
+    # Whatever kwokctl left (or all of it, when it failed): etcd's data is on disk either way.
+    pids="$(leftover_pids | tr '\n' ' ')"
+    # shellcheck disable=SC2086
+    [ -z "$pids" ] || kill $pids 2>/dev/null || true
+    log "test bed in $STATE is stopped (its data is kept)"
+    exit "$rc"
+    ;;
+  start)
+    start=$(date +%s)
+    stop_or_start start || die "the test bed in $STATE could not be started again"
+    KUBECTL="$(node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).kubectl)' "$STATE/testbed.json")"
+    for _ in $(seq 1 120); do
+      "$KUBECTL" --kubeconfig "$STATE/management.kubeconfig" get --raw /readyz >/dev/null 2>&1 && break
+      sleep 0.5
+    done
+    "$KUBECTL" --kubeconfig "$STATE/management.kubeconfig" get --raw /readyz >/dev/null ||
+      die "the management cluster's API server is not ready after start (logs: $KWOK_WORKDIR/clusters/*/logs)"
+    log "test bed in $STATE started again in $(( $(date +%s) - start ))s"
+    ;;
   *) usage ;;
 esac

@@ -2,6 +2,7 @@
 // Temporal SDK's own logs (worker, workflows, activities) routed through it so
 // every line is JSON too. Lines about a workflow carry its workflowId and runId
 // and, read from the id, the cluster or machine it is about.
+import { ApplicationFailure } from '@temporalio/common';
 import { DefaultLogger, type LogEntry, type LogLevel } from '@temporalio/worker';
 import { pino, type Level, type Logger } from 'pino';
 
@@ -35,6 +36,17 @@ export function temporalSdkLogger(log: Logger, level: string): DefaultLogger {
   const sdk = log.child({ source: 'temporal-sdk' });
   return new DefaultLogger(sdkLevel, (entry: LogEntry) => {
     const meta = entry.meta ?? {};
-    sdk[PINO_LEVEL[entry.level]]({ ...meta, ...subjectOfWorkflowId(meta.workflowId) }, entry.message);
+    const error = 'error' in meta ? { error: loggedError(meta.error) } : {};
+    sdk[PINO_LEVEL[entry.level]]({ ...meta, ...error, ...subjectOfWorkflowId(meta.workflowId) }, entry.message);
   });
+}
+
+/**
+ * An error in a log line ("Activity failed"): an application failure (raised on purpose, its message the whole
+ * story: no management cluster, a refused kubeconfig) as its type and message; anything else (a bug) with its stack.
+ */
+function loggedError(error: unknown): unknown {
+  if (error instanceof ApplicationFailure)
+    return { type: error.type ?? error.name, message: error.message, nonRetryable: error.nonRetryable };
+  return error instanceof Error ? pino.stdSerializers.err(error) : error;
 }

@@ -166,7 +166,10 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
     // starts anyway (and says so): every activity that needs the cluster fails saying the same.
     const management = managementKubeConfig();
     if (!isManagementClusterConfigured(management)) {
-      log.error(`${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: upgrade and machine update activities will fail`);
+      // Expected without a cluster (make dev without MANAGEMENT_KUBECONFIG, docker compose): a warning, not an error.
+      log.warn(
+        `${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: the steps of upgrades and machine updates that read it cannot run (an upgrade holds at its pre-upgrade health check, which says so); set MANAGEMENT_KUBECONFIG`,
+      );
     }
     // One watch for node upgrades across worker replacements, completing through the current connection.
     const upgradeWatch = new NodeUpgradeWatch(() => temporal.asyncCompletion, {
@@ -291,6 +294,23 @@ function managementAccess(log: Logger): KubeConfig | undefined {
   return management;
 }
 
+/**
+ * Temporal's runtime, before anything uses it: this process owns SIGTERM/SIGINT (the api stops first, then the
+ * worker drains; the runtime would otherwise take them and stop only the worker), and the SDK's worker, workflow
+ * and activity logs go out as JSON lines of `log` (without it they are console text, each failed activity with
+ * its whole stack).
+ */
+export function installRuntime(config: AppConfig, log: Logger): void {
+  Runtime.install({
+    shutdownSignals: [],
+    logger: temporalSdkLogger(log, config.logLevel),
+    // The SDK's own metrics (worker slots, poll and task latencies) on a port of their own.
+    ...(config.temporalSdkMetricsAddress
+      ? { telemetryOptions: { metrics: { prometheus: { bindAddress: config.temporalSdkMetricsAddress } } } }
+      : {}),
+  });
+}
+
 export function stopOnSignals(stop: () => Promise<void>, log: Logger = createLogger()): void {
   let stopping = false;
   const handler = (signal: NodeJS.Signals) => {
@@ -322,18 +342,8 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  // This process owns SIGTERM/SIGINT (the api stops first, then the worker
-  // drains); Temporal's runtime would otherwise take them and stop only the worker.
   const log = createLogger(config.logLevel);
-  Runtime.install({
-    shutdownSignals: [],
-    // Worker, workflow and activity logs as JSON lines, with workflowId, runId and the cluster or machine.
-    logger: temporalSdkLogger(log, config.logLevel),
-    // The SDK's own metrics (worker slots, poll and task latencies) on a port of their own.
-    ...(config.temporalSdkMetricsAddress
-      ? { telemetryOptions: { metrics: { prometheus: { bindAddress: config.temporalSdkMetricsAddress } } } }
-      : {}),
-  });
+  installRuntime(config, log);
   let running: Running | undefined;
   let stopping = false;
   // Installed before anything starts: a signal during start-up exits at once.

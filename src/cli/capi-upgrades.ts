@@ -7,6 +7,7 @@
 //   capi-upgrades history <ns>/<cluster> [-o json]
 //   capi-upgrades rollout start|status|list|approve|pause|resume|abort … (fleet rollouts)
 //   capi-upgrades completion bash|zsh
+//   capi-upgrades demo [--from V] [--to V] [--rolling-only]   (on `make dev`)
 // Installed as `kubectl-capi_upgrades` it is the kubectl plugin `kubectl capi-upgrades`
 // (krew naming), and as `kubectl_complete-capi_upgrades` that plugin's completion.
 // It reads the same TEMPORAL_* settings as the extension (address, namespace,
@@ -22,6 +23,8 @@ import { table } from './table.ts';
 import { complete, completionScript } from './completion.ts';
 import { machineTally, rolloutProgress, upgradeProgress } from './progress.ts';
 import { parseWatchDuration, watch } from './watch.ts';
+import { runDemo } from './demo.ts';
+import { readDevState, type DevState } from '../local/dev-state.ts';
 import { connectFailureMessage, connectionOptions, readTemporalCredentials } from '../temporal-connection.ts';
 import {
   controlUpgrade,
@@ -61,10 +64,13 @@ const USAGE = `usage: ${PROGRAM} <command> [options]
   abort <namespace>/<cluster> [--reason TEXT]
                                  stop the upgrade: every hook answers Failure until "resume"
   resume <namespace>/<cluster>   continue an aborted or failed upgrade where it stopped
-  retry <namespace>/<cluster>    run a failed step again
+  retry <namespace>/<cluster>    run a failed step again (an aborted upgrade needs resume)
   history <namespace>/<cluster>  every run for the cluster, and the versions it went through
 ${ROLLOUT_USAGE}
   completion bash|zsh            the shell completion script (source <(${PROGRAM} completion bash))
+  demo [--from v1.33.0] [--to v1.35.0] [--rolling-only] [--timeout 60m]
+                                 on \`make dev\`: create in-memory Clusters and upgrade them through
+                                 Cluster API and the extension, one by replacement, one in place
 
   -o json                        machine-readable output
 Temporal: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and the TLS / API key settings of the extension.`;
@@ -175,6 +181,10 @@ async function main(argv: string[]): Promise<number> {
         namespace: { type: 'string' },
         all: { type: 'boolean' },
         reason: { type: 'string' },
+        // demo
+        from: { type: 'string' },
+        to: { type: 'string' },
+        'rolling-only': { type: 'boolean' },
         output: { type: 'string', short: 'o' },
         // rollout
         selector: { type: 'string' },
@@ -222,6 +232,24 @@ async function main(argv: string[]): Promise<number> {
         'kubectl completes its plugins: source <(kubectl completion bash), with kubectl_complete-capi_upgrades on PATH',
       );
     console.log(completionScript(target ?? '', PROGRAM));
+    return 0;
+  }
+  if (command === 'demo') {
+    let state: DevState;
+    try {
+      state = readDevState();
+    } catch (err) {
+      throw new UsageError(err instanceof Error ? err.message : String(err));
+    }
+    const result = await runDemo(state, {
+      from: values.from ?? 'v1.33.0',
+      to: values.to ?? 'v1.35.0',
+      inPlace: values['rolling-only'] !== true,
+      timeoutMs: parseWatchDuration('timeout', values.timeout, 60 * 60_000)!,
+      // With -o json the progress goes to stderr, the result alone to stdout.
+      write: (line) => (json ? console.error(line) : console.log(line)),
+    });
+    if (json) console.log(JSON.stringify(result, null, 2));
     return 0;
   }
   if (!['list', 'status', 'abort', 'resume', 'retry', 'history', 'rollout'].includes(command))
@@ -313,7 +341,7 @@ async function main(argv: string[]): Promise<number> {
       print(runs, `${runsTable(runs)}${versions ? `\n\nversions of the latest run:\n${versions}` : ''}`);
     } else {
       const control = command as 'abort' | 'resume' | 'retry';
-      const run = await controlUpgrade(client, cluster!, control, values.reason);
+      const run = await controlUpgrade(client, cluster!, control, values.reason, PROGRAM);
       print({ signalled: control, workflowId: run.workflowId }, `${control} sent to ${run.workflowId}`);
     }
   } finally {

@@ -10,7 +10,17 @@ import { ROLLOUT_COMMANDS } from './rollouts.ts';
 /** Cobra's ShellCompDirectiveNoFileComp: never offer file names. */
 const NO_FILE_COMPLETION = 4;
 
-export const COMMANDS = ['list', 'status', 'abort', 'resume', 'retry', 'history', 'rollout', 'completion'] as const;
+export const COMMANDS = [
+  'list',
+  'status',
+  'abort',
+  'resume',
+  'retry',
+  'history',
+  'rollout',
+  'completion',
+  'demo',
+] as const;
 
 const OPTIONS: Record<string, string[]> = {
   list: ['--phase', '--namespace', '--all', '-o'],

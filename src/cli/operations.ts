@@ -167,17 +167,42 @@ export async function upgradeStatus(client: Client, cluster: ClusterKey): Promis
 
 export type Control = 'abort' | 'resume' | 'retry';
 
+/** The upgrade's phase now: its status query (a worker answers within a few seconds), else its memo, else the search attribute. */
+async function currentPhase(client: Client, run: UpgradeRow): Promise<string> {
+  const handle = client.workflow.getHandle(run.workflowId, run.runId);
+  try {
+    return (await client.connection.withDeadline(Date.now() + 5_000, () => handle.query(clusterUpgradeStatusQuery)))
+      .phase;
+  } catch {
+    const memo = (await handle.describe()).memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
+    return memo?.phase ?? run.phase;
+  }
+}
+
 /** Signals the latest run of the cluster's upgrade; returns its workflow id. */
 export async function controlUpgrade(
   client: Client,
   cluster: ClusterKey,
   control: Control,
   reason?: string,
+  /** How the operator ran the CLI, for the command a refusal names. */
+  program = 'capi-upgrades',
 ): Promise<UpgradeRow> {
   const run = await latestRun(client, cluster);
-  if (run.status !== 'RUNNING')
-    throw new UsageError(`the latest upgrade of ${cluster.namespace}/${cluster.name} is ${run.status}, not running`);
+  const key = `${cluster.namespace}/${cluster.name}`;
+  if (run.status !== 'RUNNING') throw new UsageError(`the latest upgrade of ${key} is ${run.status}, not running`);
   const handle = client.workflow.getHandle(run.workflowId);
+  if (control === 'retry') {
+    // The workflow takes a retry only while Failed (src/workflows/cluster-upgrade/state.ts, onRetry): say so
+    // here rather than "retry sent" for a signal it will ignore.
+    const phase = await currentPhase(client, run);
+    if (phase === 'Aborted')
+      throw new UsageError(
+        `the upgrade of ${key} is Aborted: retry only runs a failed step again and cannot undo an abort; to continue: ${program} resume ${key}`,
+      );
+    if (phase !== 'Failed')
+      throw new UsageError(`the upgrade of ${key} is ${phase || 'not Failed'}: retry only runs a failed step again`);
+  }
   try {
     if (control === 'abort') await handle.signal(abortSignal, { reason: reason ?? 'aborted by operator' });
     if (control === 'resume') await handle.signal(resumeSignal);

@@ -12,8 +12,8 @@ import { startClusterctlBed, type ClusterctlBed } from '../support/clusterctl.ts
 import { waitFor } from '../support/wait.ts';
 
 const MINUTE = 60_000;
-const V1 = 'v0.1.0';
-const V2 = 'v0.2.0';
+const V1 = 'v0.2.0';
+const V2 = 'v0.2.1';
 const IMAGE_V2 = 'registry.example.com/platform/capi-upgrade-orchestrator';
 const PROVIDER = `${PROVIDER_NAME}:${V1}`;
 

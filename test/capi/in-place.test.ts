@@ -3,7 +3,7 @@
 // CanUpdateMachine, the Machine controller calls UpdateMachine until it answers
 // done, and the extension's `management` executor writes a NodeUpgradeRequest per
 // node into the management cluster. A stand-in upgrader plays CAPD's in-memory
-// nodes (test/support/capi-node-upgrader.ts): it reports Running, flips the Node's
+// nodes (src/local/in-memory-node-upgrader.ts): it reports Running, flips the Node's
 // Ready off for a few seconds (the kubelet restarting), sets its kubeletVersion and
 // reports Succeeded, or fails on request. The drain skips CAPD's fake static pods
 // (plain pods, no mirror annotation) by label (setting drainSkipPodSelector).
@@ -30,7 +30,7 @@ import {
   waitRolledOut,
   type MachineView,
 } from '../support/capi-in-place.ts';
-import { StandInUpgrader } from '../support/capi-node-upgrader.ts';
+import { StandInUpgrader } from '../../src/local/in-memory-node-upgrader.ts';
 import { requireEnv } from '../support/services.ts';
 
 const FROM = 'v1.33.0';

@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { requireEnv } from './services.ts';
 import { REQUEST_CHECKS_ON_MESSAGE } from '../../src/api/request-checks.ts';
+import { inMemoryCluster, inMemoryClusterClass, upgradeArgs } from '../../src/local/in-memory-samples.ts';
 
 const run = promisify(execFile);
 
@@ -118,11 +119,10 @@ export class CapiTierClient {
   async newNamespace(prefix: string): Promise<string> {
     const namespace = `${prefix}-${randomBytes(3).toString('hex')}`;
     await this.kubectl(['create', 'namespace', namespace]);
-    const clusterClass = readFileSync(join(this.state.manifestsDir, 'clusterclass-in-memory.yaml'), 'utf8').replaceAll(
-      '${GENERATE_UPGRADE_PLAN_EXTENSION}',
-      `generate-upgrade-plan.${this.extensionName}`,
+    await this.kubectl(
+      ['apply', '-n', namespace, '-f', '-'],
+      inMemoryClusterClass(this.state.manifestsDir, this.extensionName),
     );
-    await this.kubectl(['apply', '-n', namespace, '-f', '-'], clusterClass);
     return namespace;
   }
 
@@ -139,12 +139,11 @@ export class CapiTierClient {
     workerReplicas?: number;
     annotations?: Record<string, string>;
   }): Promise<void> {
-    const manifest = readFileSync(join(this.state.manifestsDir, 'cluster-in-memory.yaml'), 'utf8')
-      .replaceAll('${CLUSTER_NAME}', opts.name)
-      .replaceAll('${NAMESPACE}', opts.namespace)
-      .replaceAll('${KUBERNETES_VERSION}', opts.version)
-      .replaceAll('${CONTROL_PLANE_MACHINE_COUNT}', String(opts.controlPlaneReplicas ?? 1))
-      .replaceAll('${WORKER_MACHINE_COUNT}', String(opts.workerReplicas ?? 1));
+    const manifest = inMemoryCluster(this.state.manifestsDir, {
+      ...opts,
+      controlPlaneReplicas: opts.controlPlaneReplicas ?? 1,
+      workerReplicas: opts.workerReplicas ?? 1,
+    });
     await this.kubectl(['apply', '-f', '-'], manifest);
     if (opts.annotations) await this.annotate(opts.namespace, opts.name, opts.annotations);
   }
@@ -162,17 +161,7 @@ export class CapiTierClient {
   }
 
   async setVersion(namespace: string, name: string, version: string): Promise<void> {
-    await this.kubectl([
-      'patch',
-      'cluster',
-      '-n',
-      namespace,
-      name,
-      '--type',
-      'merge',
-      '-p',
-      JSON.stringify({ spec: { topology: { version } } }),
-    ]);
+    await this.kubectl(upgradeArgs(namespace, name, version));
   }
 
   /** Versions CAPI's objects are at: what the upgrade has moved so far. */

@@ -4,6 +4,11 @@
 // what the extension recorded (machine-update workflows, Events on Machines).
 import type { WorkflowExecutionDescription } from '@temporalio/client';
 import type { MachineUpdateMemo } from '../../src/model/machine-update.ts';
+import {
+  IN_MEMORY_CLASS,
+  IN_PLACE_CONTROL_PLANE_PATCH,
+  inPlaceWorkersArgs,
+} from '../../src/local/in-memory-samples.ts';
 import { eventually, type CapiTierClient, type Condition, type KubeObject } from './capi-cluster.ts';
 
 export const MINUTE = 60_000;
@@ -69,10 +74,7 @@ export async function inPlaceNamespace(
 ): Promise<string> {
   const namespace = await capi.newNamespace(prefix);
   await capi.applyManifest(namespace, 'in-place-templates.yaml');
-  if (opts.controlPlaneInPlace)
-    await patchClass(capi, namespace, [
-      { op: 'replace', path: '/spec/controlPlane/templateRef/name', value: 'in-memory-control-plane-max-surge-0' },
-    ]);
+  if (opts.controlPlaneInPlace) await patchClass(capi, namespace, IN_PLACE_CONTROL_PLANE_PATCH);
   return namespace;
 }
 
@@ -82,7 +84,7 @@ export async function patchClass(capi: CapiTierClient, namespace: string, ops: u
     'clusterclass',
     '-n',
     namespace,
-    'in-memory',
+    IN_MEMORY_CLASS,
     '--type',
     'json',
     '-p',
@@ -104,24 +106,7 @@ export async function createInPlaceCluster(
 ): Promise<MachineView[]> {
   const { namespace, name } = opts;
   await capi.createCluster(opts);
-  // Workers go in place only when the old MachineSet may scale down (maxUnavailable ≥ 1).
-  await capi.kubectl([
-    'patch',
-    'cluster',
-    '-n',
-    namespace,
-    name,
-    '--type',
-    'json',
-    '-p',
-    JSON.stringify([
-      {
-        op: 'add',
-        path: '/spec/topology/workers/machineDeployments/0/rollout',
-        value: { strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } } },
-      },
-    ]),
-  ]);
+  await capi.kubectl(inPlaceWorkersArgs(namespace, name));
   const count = opts.controlPlaneReplicas + opts.workerReplicas;
   return await eventually(
     `${count} Machines of ${namespace}/${name} running on their Nodes`,

@@ -13,21 +13,20 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { IN_MEMORY_EXTENSION_SETTINGS } from '../../src/local/embedded-management.ts';
+import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../../src/model/machine-update.ts';
 import { CAPI_CORE_CLIENT_SUBJECT, CAPI_KCP_CLIENT_SUBJECT, testPki } from './pki.ts';
 
 /** The ExtensionConfig name: handler names CAPI sees are `<handler>.<this>`. */
 export const EXTENSION_NAME = 'capi-uo';
 /** Where node upgraders keep their Leases (the extension's NODE_UPGRADER_NAMESPACE; config/rbac's namespace). */
-export const UPGRADER_NAMESPACE = 'capi-upgrade-orchestrator-system';
+export const UPGRADER_NAMESPACE = DEFAULT_NODE_UPGRADER_NAMESPACE;
+
 /**
- * The ExtensionConfig's settings: in-place updates through a management-cluster upgrader;
- * CAPD's in-memory control-plane "static pods" are plain pods (no mirror annotation), so
- * the drain skips them by label as a platform team would for such pods.
+ * `make dev`'s ports as 0: each server binds a free port itself, as late as it can; chosen
+ * beforehand, a port could be taken by one of the stacks starting beside this one.
  */
-export const EXTENSION_SETTINGS = [
-  'nodeUpgradeExecutor=management',
-  'drainSkipPodSelector=tier=control-plane,component in (etcd,kube-apiserver,kube-controller-manager,kube-scheduler)',
-];
+export const FREE_PORTS = { TEMPORAL_PORT: '0', TEMPORAL_UI_PORT: '0', HOOK_SERVER_PORT: '0', OPS_SERVER_PORT: '0' };
 
 export interface CapiTierEnv {
   /** scripts/capi.sh's capi.json: management kubeconfig, kubectl, managers. */
@@ -85,11 +84,7 @@ async function startExtension(
     env: {
       ...process.env,
       CAPI_UO_DATA_DIR: dir,
-      // 0 = each server binds a free port itself, as late as it can; chosen here, a port
-      // could be taken by one of the stacks starting beside this one before it was bound.
-      TEMPORAL_PORT: '0',
-      TEMPORAL_UI_PORT: '0',
-      HOOK_SERVER_PORT: '0',
+      ...FREE_PORTS,
       MANAGEMENT_KUBECONFIG: managementKubeconfig,
       TLS_CLIENT_CA_FILE: clientCaFile,
       HOOK_CLIENT_ALLOWED_SUBJECTS: `CN=${CAPI_CORE_CLIENT_SUBJECT},CN=${CAPI_KCP_CLIENT_SUBJECT}`,
@@ -193,7 +188,7 @@ export async function startCapiTier(dir: string, testbedJson: string): Promise<C
         EXTENSION_NAME,
         extension.hookUrl,
         extension.caFile,
-        ...EXTENSION_SETTINGS,
+        ...IN_MEMORY_EXTENSION_SETTINGS,
       ],
       120_000,
     );

@@ -2,6 +2,7 @@
 // runs ~15x slower inside jest's VM context than in the parent process.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createCertificateAuthority, issueCertificate, type PemPair } from '../../src/local/certs.ts';
+import { CAPI_CLIENT_SUBJECTS } from '../../src/local/embedded-management.ts';
 import { requireEnv } from './services.ts';
 
 export interface TestPki {
@@ -26,8 +27,8 @@ export interface TestPki {
 }
 
 /** The subjects config/default gives CAPI's core and KCP managers (config/certmanager/client-ca.yaml). */
-export const CAPI_CORE_CLIENT_SUBJECT = 'capi-controller-manager';
-export const CAPI_KCP_CLIENT_SUBJECT = 'capi-kubeadm-control-plane-controller-manager';
+export const CAPI_CORE_CLIENT_SUBJECT = CAPI_CLIENT_SUBJECTS.capi;
+export const CAPI_KCP_CLIENT_SUBJECT = CAPI_CLIENT_SUBJECTS.kcp;
 
 const localhost = {
   commonName: 'localhost',

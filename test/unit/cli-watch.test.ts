@@ -232,6 +232,7 @@ describe('completion', () => {
       'history',
       'rollout',
       'completion',
+      'demo',
       ':4',
     ]);
     expect(await lines('ro')).toEqual(['rollout', ':4']);

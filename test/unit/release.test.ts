@@ -1,5 +1,7 @@
 // `make release` (scripts/release.ts): its input checks, and what it makes of config/ and
 // CHANGELOG.md. The real clusterctl installs its output in test/capi/clusterctl.test.ts.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import {
   checksums,
@@ -147,16 +149,38 @@ metadata:
     );
   });
 
-  it("cuts the version's notes from CHANGELOG.md, else its Unreleased section", () => {
-    expect(releaseNotes(CHANGELOG, parseVersion('v0.1.0'))).toEqual({
-      notes: '# capi-upgrade-orchestrator v0.1.0\n\n### Added\n\n- first thing\n',
-      fromUnreleased: false,
-    });
+  it('cuts the notes from the Unreleased section for a version newer than every released one', () => {
     expect(releaseNotes(CHANGELOG, v)).toEqual({
       notes: '# capi-upgrade-orchestrator v0.2.0\n\n### Added\n\n- next thing\n',
       fromUnreleased: true,
     });
+    expect(releaseNotes(CHANGELOG, parseVersion('v1.0.0-rc.1')).fromUnreleased).toBe(true);
     expect(() => releaseNotes('# Changelog\n', v)).toThrow(/neither a \[0\.2\.0\] nor an \[Unreleased\] section/);
+  });
+
+  it('refuses a version CHANGELOG.md has already released: its notes are not what this checkout holds', () => {
+    // The first-run report: VERSION=v0.1.0 gave the old [0.1.0] notes ("installed with kubectl apply -k") for
+    // components that hold everything under [Unreleased] since.
+    expect(() => releaseNotes(CHANGELOG, parseVersion('v0.1.0'))).toThrow(
+      new ReleaseInputError(
+        'CHANGELOG.md already has [0.1.0] - 2026-11-25, and [Unreleased] holds changes since: release them as a newer version (VERSION=v0.2.0), or move [Unreleased] to a new version section first',
+      ),
+    );
+    expect(() => releaseNotes(CHANGELOG, parseVersion('v0.0.9'))).toThrow(
+      /v0\.0\.9 is older than \[0\.1\.0\], the newest release in CHANGELOG\.md: VERSION=v0\.2\.0/,
+    );
+    const real = readFileSync(join(import.meta.dirname, '../../CHANGELOG.md'), 'utf8');
+    expect(() => releaseNotes(real, parseVersion('v0.1.0'))).toThrow(/already has \[0\.1\.0\]/);
+  });
+
+  it("cuts the notes from the version's own section once [Unreleased] has moved there (and is empty)", () => {
+    const cut = CHANGELOG.replace('## [Unreleased]\n', '## [Unreleased]\n\n## [0.2.0] - 2026-12-01\n');
+    expect(releaseNotes(cut, v)).toEqual({
+      notes: '# capi-upgrade-orchestrator v0.2.0\n\n### Added\n\n- next thing\n',
+      fromUnreleased: false,
+    });
+    // Not the newest section: released before something else.
+    expect(() => releaseNotes(cut, parseVersion('v0.1.0'))).toThrow(/already has \[0\.1\.0\] - 2026-11-25/);
   });
 
   it('writes sha256sum lines, sorted by file', () => {

@@ -12,13 +12,13 @@ const scripts = [
     .filter((f) => f.endsWith('.sh'))
     .map((f) => `scripts/${f}`),
   '.ci/run',
-  'bin/kubectl-capi_upgrades',
+  'bin/capi-upgrades',
 ];
 
 describe('project shell scripts', () => {
   it('finds the scripts it checks', () => {
     expect(scripts).toEqual(
-      expect.arrayContaining(['scripts/env.sh', 'scripts/testbed.sh', '.ci/run', 'bin/kubectl-capi_upgrades']),
+      expect.arrayContaining(['scripts/env.sh', 'scripts/testbed.sh', '.ci/run', 'bin/capi-upgrades']),
     );
   });
 

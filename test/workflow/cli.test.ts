@@ -74,6 +74,12 @@ describe('capi-upgrades', () => {
     );
     expect(aborted.message).toBe('upgrade to v1.33.0 aborted: change freeze; signal "resume" to continue');
     expect((await cli('list', '--phase', 'Aborted', '-o', 'json')).stdout).toContain(h.workflowId);
+    // retry runs a failed step again and cannot undo an abort: refused, naming resume (it used to say "retry sent").
+    expect(await cli('retry', key)).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: `capi-upgrades: the upgrade of ${key} is Aborted: retry only runs a failed step again and cannot undo an abort; to continue: capi-upgrades resume ${key}\n`,
+    });
 
     h.activities.health = healthy;
     expect((await cli('resume', key)).code).toBe(0);

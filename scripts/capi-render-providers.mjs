@@ -8,7 +8,7 @@
 //     provider's prefix (the upstream names clash) and each webhook points at
 //     https://127.0.0.1:<port><path> by url + caBundle.
 //
-//   node test/capi/render-providers.mjs <config.json>   # YAML stream on stdout
+//   node scripts/capi-render-providers.mjs <config.json>   # YAML stream on stdout
 //
 // config.json: { "caFile": "...", "providers": [ { "name", "prefix", "port",
 //   "labels": {..}, "crdFiles": [..], "webhookFile": ".." } ] }

@@ -1,6 +1,7 @@
-// A stand-in infrastructure node upgrader for the real-CAPI tier: it plays the
-// node for the `management` executor (docs/node-upgrade-request.md) on CAPD's
-// in-memory machines, which have no host to upgrade.
+// A stand-in infrastructure node upgrader for CAPD's in-memory machines, which
+// have no host to upgrade: it plays the node for the `management` executor
+// (docs/node-upgrade-request.md) in `make dev`'s embedded management cluster and
+// in the real-CAPI tier.
 // - It says it is alive: it renews the Lease `node-upgrader-devmachine` in the
 //   upgrader namespace, with the capability annotation (in-place paths).
 // - It polls NodeUpgradeRequests in the management cluster (every namespace, the
@@ -15,7 +16,7 @@
 // its PATCH on the object itself stores status as sent, and its backend creates a
 // Node once and never rewrites it (test/infrastructure/docker/internal/controllers/
 // backends/inmemory/inmemorymachine_backend.go, reconcileNormalNode): so the Node is
-// patched whole, conditions list included. Started and stopped by the tests; stop()
+// patched whole, conditions list included. Started and stopped by its owner; stop()
 // deletes its Lease and leaves nothing running.
 import {
   CoordinationV1Api,
@@ -31,8 +32,8 @@ import {
   NODE_UPGRADE_GROUP as GROUP,
   NODE_UPGRADE_PLURAL as PLURAL,
   NODE_UPGRADE_VERSION as VERSION,
-} from '../../src/activities/executors/node-upgrade-request.ts';
-import { IN_PLACE_PATHS_ANNOTATION } from '../../src/api/node-upgraders.ts';
+} from '../activities/executors/node-upgrade-request.ts';
+import { IN_PLACE_PATHS_ANNOTATION } from '../api/node-upgraders.ts';
 
 const MANAGED_BY = 'app.kubernetes.io/managed-by=capi-upgrade-orchestrator';
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
