@@ -4,7 +4,7 @@
 //   source scripts/env.sh && node --disable-warning=ExperimentalWarning bench/fleet.ts \
 //     [--clusters 500] [--rate 100] [--duration 20] [--new-gates 1000] [--concurrency 64]
 //     [--connections 64] [--settle-timeout 180] [--log-level info] [--extension-root DIR]
-//     [--temporal dev|production] [--profile default|10k] [--seed hooks|client]
+//     [--temporal dev|production] [--profile default|10k|waiting] [--seed hooks|client]
 //     [--management none|testbed] [--request-checks on|off]
 //
 // --temporal production runs on the production-shaped Temporal (the server's four services on
@@ -15,6 +15,12 @@
 // grows with the fleet; then new upgrades/s and new gates/s (classes 4b, 4c). Its upgrades are
 // started with the Temporal client (--seed client: a hook call per cluster is too slow to seed
 // 10,000); every poll measured still goes over HTTPS through the api, as CAPI's.
+// --profile waiting (issue 42 item 4): N upgrades (--clusters, default 1,000) waiting for a
+// maintenance window that opens 3 hours after the start, driven as CAPI drives them: each
+// cluster calls BeforeClusterUpgrade, then again once the answer's retryAfterSeconds has passed
+// (CAPI's hook cache), for --duration (default 150 s) after one warm-up call each. It prints the
+// calls per second, the CPU per waiting cluster (api, worker, Temporal), the answers'
+// retryAfterSeconds and the poll latency. Run it with --extension-root on main for "before".
 //
 // --management testbed gives both processes a management cluster (the project's test bed, its API
 // server only; `source scripts/env.sh --testbed`) holding a real Cluster for every cluster the
@@ -87,7 +93,7 @@ import { ClusterName, ClusterNamespace, TargetVersion, UpgradePhase } from '../s
 import { workflowTypes } from '../src/model/workflow-types.ts';
 import { cluster, sampleRequest } from '../support/capi-fixtures.ts';
 import { chainedPlanRequestBody, postHook, REQUEST_TIMEOUT_MS, type Target } from './lib/hook-client.ts';
-import { closedLoop, errorText, forEachLimit, openLoop, waitQuiet, type Phase } from './lib/load.ts';
+import { capiLoop, closedLoop, errorText, forEachLimit, openLoop, waitQuiet, type Phase } from './lib/load.ts';
 import { percentile } from './lib/report.ts';
 import { MemorySampler } from './lib/proc.ts';
 import {
@@ -114,6 +120,16 @@ import { benchNodeFlags, startStack, type Stack } from '../support/stack.ts';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TASK_QUEUE = 'bench-fleet';
 const UPGRADE_AT = '2099-01-01T00:00:00Z';
+const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+/** The waiting profile's window: one hour a week, opening 3 hours after `now` (UTC). */
+function windowHoursAhead(now: number): string {
+  const opens = new Date(now + 3 * 3_600_000);
+  const hhmm = opens.toISOString().slice(11, 16);
+  return `${DAYS[opens.getUTCDay()]} ${hhmm} 1h`;
+}
+/** What the waiting fleet's clusters carry, and what their gate says while they wait (set per profile). */
+let fleetAnnotations: Record<string, string> = { [policyKeys.upgradeAt.annotation]: UPGRADE_AT };
+let waitingText = 'waiting for upgradeAt';
 /** CAPI re-calls a blocking hook about every retryAfterSeconds (10 s for these gates). */
 const REPOLL_SECONDS = 10;
 /** The 10k profile's smaller fleet, for the CPU-per-poll ratio. */
@@ -156,8 +172,11 @@ function parseOptions() {
       throw new Error(`--${name} ${JSON.stringify(raw)}: expected ${allowed.join(' or ')}`);
     return raw as T;
   };
-  const profile = oneOf('profile', ['default', '10k'] as const, 'default');
+  const profile = oneOf('profile', ['default', '10k', 'waiting'] as const, 'default');
   const tenK = profile === '10k';
+  const waiting = profile === 'waiting';
+  if (waiting && values.clusters === '500') values.clusters = '1000';
+  if (waiting && values.duration === '20') values.duration = '150';
   // The 10k profile's figures are for CAPI's default re-poll: each cluster every 10 s.
   if (tenK && values.clusters === '500') values.clusters = '10000';
   const clusters = Math.round(number('clusters', 1, 100_000));
@@ -169,7 +188,7 @@ function parseOptions() {
   return {
     profile,
     temporal: oneOf('temporal', ['dev', 'production'] as const, 'dev'),
-    seed: oneOf('seed', ['hooks', 'client'] as const, tenK ? 'client' : 'hooks'),
+    seed: oneOf('seed', ['hooks', 'client'] as const, tenK || waiting ? 'client' : 'hooks'),
     management,
     requestChecks: oneOf('request-checks', ['on', 'off'] as const, 'on') === 'on',
     clusters,
@@ -199,7 +218,7 @@ function fleetCluster(group: number, i: number) {
   c.metadata.uid =
     managedUids.get(`${group}/${i}`) ??
     `${group.toString(16).padStart(8, '0')}-0000-4000-8000-${i.toString(16).padStart(12, '0')}`;
-  c.metadata.annotations = { ...c.metadata.annotations, [policyKeys.upgradeAt.annotation]: UPGRADE_AT };
+  c.metadata.annotations = { ...c.metadata.annotations, ...fleetAnnotations };
   return c;
 }
 const GROUP = { waiting: 1, acpi: 2, newOpen: 3, newClosed: 4 } as const;
@@ -251,7 +270,8 @@ const gateAnswer =
 const expect = {
   acpi: ((r) =>
     r.kind === 'AfterControlPlaneInitializedResponse' ? undefined : `kind ${String(r.kind)}`) as Expectation,
-  waiting: gateAnswer('BeforeClusterUpgradeResponse', 'BeforeClusterUpgrade v1.33.0: ', 'waiting for upgradeAt'),
+  waiting: ((r) =>
+    gateAnswer('BeforeClusterUpgradeResponse', 'BeforeClusterUpgrade v1.33.0: ', waitingText)(r)) as Expectation,
   newUpgrade: gateAnswer('BeforeClusterUpgradeResponse', 'BeforeClusterUpgrade v1.33.0: '),
   newGate: gateAnswer('BeforeControlPlaneUpgradeResponse', 'BeforeControlPlaneUpgrade v1.32.4: '),
   plan: ((r) => {
@@ -338,6 +358,7 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
     return settled;
   };
   const results: ClassResult[] = [];
+  const repeatPolls: { clusters: number; result: ClassResult }[] = [];
   const ctx = { stack, pids, settle: quiet };
   const bodiesOf = (from: number, to: number) =>
     Array.from({ length: to - from }, (_, k) => bcu(GROUP.waiting, from + k));
@@ -429,7 +450,7 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
       for (let round = 0; unchecked.length > 0; round++) {
         if (round >= 60)
           throw new Error(
-            `${unchecked.length} of ${to} upgrades do not wait for upgradeAt after 60 rounds (${lastProblem})`,
+            `${unchecked.length} of ${to} upgrades do not say "${waitingText}" after 60 rounds (${lastProblem})`,
           );
         const still: string[] = [];
         const batches = Array.from({ length: Math.ceil(unchecked.length / 100) }, (_, b) =>
@@ -441,7 +462,7 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
             const inList = ids.map((id) => JSON.stringify(id)).join(', ');
             for await (const wf of client.workflow.list({ query: `WorkflowId IN (${inList})`, pageSize: 100 })) {
               const memo = wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
-              if (memo?.gates[key]?.message.includes('waiting for upgradeAt')) waiting.add(wf.workflowId);
+              if (memo?.gates[key]?.message.includes(waitingText)) waiting.add(wf.workflowId);
             }
           } catch (err) {
             lastProblem = errorText(err);
@@ -451,7 +472,7 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
         unchecked = still;
         if (unchecked.length > 0) await new Promise((r) => setTimeout(r, 5_000));
       }
-      log(`all ${to} gates waiting for upgradeAt ${UPGRADE_AT} (by their memos)`);
+      log(`all ${to} gates say "${waitingText}" (by their memos)`);
       return;
     }
     let pending = bodies.map((_, k) => k);
@@ -468,14 +489,55 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
       if (pending.length > 0) await new Promise((r) => setTimeout(r, 2_000));
     }
     if (pending.length > 0)
-      throw new Error(`${pending.length} upgrades never answered "waiting for upgradeAt" (last: ${lastProblem})`);
-    log(`all ${to} gates waiting for upgradeAt ${UPGRADE_AT}`);
+      throw new Error(`${pending.length} upgrades never answered "${waitingText}" (last: ${lastProblem})`);
+    log(`all ${to} gates say "${waitingText}"`);
   };
   try {
+    // ---- the waiting profile: N upgrades waiting for a window, each polled as CAPI polls it
+    if (options.profile === 'waiting') {
+      await seedWaiting(0, n);
+      const bodies = Array.from({ length: n }, (_, i) => bcu(GROUP.waiting, i));
+      const retryAfterOf = async (i: number) => {
+        const r = await postHook(target, hookUrl('BeforeClusterUpgrade'), bodies[i]!);
+        const problem = expect.waiting(r);
+        if (problem) throw new Error(problem);
+        return Number(r.retryAfterSeconds);
+      };
+      // One call each first (as CAPI has made before the steady state): what each was told.
+      log(`warm-up: one BeforeClusterUpgrade per cluster (concurrency ${concurrency})...`);
+      const told = new Array<number>(n).fill(10);
+      await forEachLimit(
+        Array.from({ length: n }, (_, i) => i),
+        concurrency,
+        async (i) => void (told[i] = await retryAfterOf(i)),
+      );
+      await quiet();
+      const name = `W. ${n} upgrades waiting for a window 3 h ahead, each calling again after its retryAfterSeconds`;
+      log(`${name}, for ${durationSeconds} s...`);
+      let retryAfter = new Map<number, number>();
+      let lagMs = 0;
+      const result = await measure(ctx, name, `CAPI-driven, ${n} clients`, {
+        hook: 'BeforeClusterUpgrade',
+        run: async () => {
+          const phase = await capiLoop(n, durationSeconds, (i) => Math.random() * told[i]! * 1000, retryAfterOf);
+          retryAfter = phase.retryAfter;
+          lagMs = phase.lagMs;
+          return phase;
+        },
+      });
+      results.push(result);
+      return {
+        results,
+        repeatPolls,
+        waiting: waitingSummary(n, result, retryAfter, lagMs),
+        memory: memoryReport(memory, pids),
+        memoryBreakdown: await memoryBreakdown([stack.api, stack.worker]),
+      };
+    }
+
     // ---- N upgrades, each waiting at its BeforeClusterUpgrade gate (the 10k profile: 500 first, polled, then the rest)
     const waitingBodies = Array.from({ length: n }, (_, i) => bcu(GROUP.waiting, i));
     const tenK = options.profile === '10k';
-    const repeatPolls: { clusters: number; result: ClassResult }[] = [];
     let seeded = 0;
     for (const size of tenK ? [Math.min(BASELINE_CLUSTERS, n), n] : [n]) {
       await seedWaiting(seeded, size);
@@ -587,6 +649,7 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
     return {
       results,
       repeatPolls,
+      waiting: undefined,
       history,
       memory: memoryReport(memory, pids, atFleet),
       memoryBreakdown: await memoryBreakdown([stack.api, stack.worker]),
@@ -596,6 +659,32 @@ async function run(stack: Stack, options: ReturnType<typeof parseOptions>, log: 
     agent.destroy();
     await connection.close();
   }
+}
+
+/** The waiting profile's figures: calls a second, CPU per waiting cluster, what CAPI was told, poll latency. */
+function waitingSummary(n: number, r: ClassResult, retryAfter: Map<number, number>, lagMs: number): string {
+  const seconds = r.phase.seconds;
+  const api = [...r.threadCpu.api.values()].reduce((a, v) => a + v, 0);
+  const worker = [...r.threadCpu.worker.values()].reduce((a, v) => a + v, 0);
+  const temporal = r.threadCpu.temporal;
+  const total = api + worker + temporal;
+  const sorted = Float64Array.from(r.phase.latencies).sort();
+  const perMinute = (cpu: number) => ((cpu * 1000) / n / seconds) * 60;
+  const frontend = [...r.calls].map(([op, c]) => `${op} ${(c.count / Math.max(1, r.phase.requests)).toFixed(3)}`);
+  const told = [...retryAfter].sort((a, b) => b[1] - a[1]).map(([s, count]) => `${s} s ×${count}`);
+  return [
+    `waiting fleet: ${n} upgrades, ${r.phase.requests} calls in ${seconds.toFixed(1)} s: ` +
+      `${(r.phase.requests / seconds).toFixed(1)} calls/s (${((r.phase.requests / seconds / n) * 60).toFixed(2)} per cluster per minute), ${r.phase.errors} errors`,
+    `  poll latency: p50 ${percentile(sorted, 50).toFixed(1)} ms, p99 ${percentile(sorted, 99).toFixed(1)} ms, ` +
+      `max ${sorted.length ? sorted[sorted.length - 1]!.toFixed(1) : '-'} ms (driver lag ≤ ${lagMs.toFixed(0)} ms)`,
+    `  CPU per waiting cluster, ms per minute: api ${perMinute(api).toFixed(2)}, worker ${perMinute(worker).toFixed(2)}, ` +
+      `Temporal ${perMinute(temporal).toFixed(2)}; total ${perMinute(total).toFixed(2)} ` +
+      `(${((total / seconds) * (1000 / n)).toFixed(3)} cores per 1,000 waiting clusters)`,
+    `  CPU per call, ms: api ${((api * 1000) / Math.max(1, r.phase.requests)).toFixed(2)}, ` +
+      `api + Temporal ${(((api + temporal) * 1000) / Math.max(1, r.phase.requests)).toFixed(2)}`,
+    `  retryAfterSeconds answered: ${told.join(', ')}`,
+    `  Temporal frontend calls per poll: ${frontend.join(', ') || 'none'}`,
+  ].join('\n');
 }
 
 /** The api's CPU per repeat poll at the small and the large fleet, their ratio, and where Temporal's CPU went. */
@@ -622,6 +711,10 @@ function perPollRatio(polls: { clusters: number; result: ClassResult }[], stack:
 
 async function main(): Promise<number> {
   const options = parseOptions();
+  if (options.profile === 'waiting') {
+    fleetAnnotations = { [policyKeys.maintenanceWindow.annotation]: windowHoursAhead(Date.now()) };
+    waitingText = 'waiting for the maintenance window';
+  }
   const commandLine = [
     'node',
     ...process.execArgv,
@@ -669,7 +762,7 @@ async function main(): Promise<number> {
       onStopper: (stopper) => (stack = stopper),
     });
     const outcome = await run(started, options, log);
-    const { repeatPolls, ...report } = outcome;
+    const { repeatPolls, waiting, ...report } = outcome;
     console.log(
       classReport({
         commandLine,
@@ -681,6 +774,7 @@ async function main(): Promise<number> {
       }),
     );
     if (repeatPolls.length === 2) console.log(`\n${perPollRatio(repeatPolls, started)}`);
+    if (waiting) console.log(`\n${waiting}`);
     if (management)
       console.log(
         `\nrequest checks ${options.requestChecks ? 'on' : 'off'} (the api's capi_upgrade_hook_request_checks_total):\n` +

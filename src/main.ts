@@ -133,6 +133,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
         recorder,
         version: build.version,
         log,
+        waitRetryAfterMaxSeconds: config.server.waitRetryAfterMaxSeconds,
         views: { maxListsPerSecond: config.temporal.visibilityListsPerSecond },
       })
     : undefined;

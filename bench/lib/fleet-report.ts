@@ -248,7 +248,8 @@ export function classReport(r: {
   options: { extensionRoot: string; clusters: number; connections: number; logLevel: string };
   requestTimeoutMs: number;
   results: ClassResult[];
-  history: { workflowId: string; before: number; after: number; pollErrors: string[] };
+  /** Absent in the waiting profile (it measures no history). */
+  history?: { workflowId: string; before: number; after: number; pollErrors: string[] };
   memory: ReturnType<typeof memoryReport>;
   memoryBreakdown: MemoryBreakdown[];
   stack: Stack;
@@ -328,7 +329,7 @@ export function classReport(r: {
           .join(''),
     );
   const h = r.history;
-  verdicts.push(h.before === h.after);
+  if (h) verdicts.push(h.before === h.after);
   return [
     `command: ${r.commandLine}`,
     `extension: ${r.options.extensionRoot} (${revision(r.options.extensionRoot)}); api and worker LOG_LEVEL=${r.options.logLevel}`,
@@ -352,9 +353,11 @@ export function classReport(r: {
     '',
     'errors: ' + (errors.length > 0 ? `\n${errors.join('\n')}` : 'none'),
     '',
-    `history of ${h.workflowId}: ${h.before} events before 100 polls of its gate, ${h.after} after ` +
-      `(target: unchanged: ${h.before === h.after ? 'yes' : 'NO'})` +
-      (h.pollErrors.length > 0 ? `; ${h.pollErrors.length} of the polls failed, first: ${h.pollErrors[0]}` : ''),
+    h
+      ? `history of ${h.workflowId}: ${h.before} events before 100 polls of its gate, ${h.after} after ` +
+        `(target: unchanged: ${h.before === h.after ? 'yes' : 'NO'})` +
+        (h.pollErrors.length > 0 ? `; ${h.pollErrors.length} of the polls failed, first: ${h.pollErrors[0]}` : '')
+      : 'history: not measured in this profile',
     '',
     table(memRows, (i) => i >= 1 && i <= 4),
     `(RSS sampled every 250 ms from the first setup request; "the ${r.options.clusters}": through classes 0–3, while ` +

@@ -134,3 +134,52 @@ export async function waitQuiet(
     if (cores < maxCores || waited * 1000 >= timeoutMs) return { seconds: waited, quiet: cores < maxCores };
   }
 }
+
+/**
+ * Clients driven as CAPI drives a blocking hook: client i calls, reads the answer's
+ * `retryAfterSeconds` and calls again no sooner than that (CAPI's hook cache), until `seconds`
+ * have passed. Client i's first call is due at `firstDueMs(i)` after the start (spread over the
+ * interval it was last told, as in CAPI's steady state). Latency runs from the due time, as in
+ * openLoop; `retryAfter` counts the answers by their retryAfterSeconds.
+ */
+export async function capiLoop(
+  clients: number,
+  seconds: number,
+  firstDueMs: (i: number) => number,
+  send: (i: number) => Promise<number>,
+): Promise<Phase & { lagMs: number; retryAfter: Map<number, number> }> {
+  const phase = {
+    requests: 0,
+    errors: 0,
+    errorSamples: new Map<string, number>(),
+    latencies: [] as number[],
+    seconds: 0,
+    lagMs: 0,
+    retryAfter: new Map<number, number>(),
+  };
+  const start = performance.now();
+  const end = start + seconds * 1000;
+  const client = async (i: number) => {
+    for (let due = start + firstDueMs(i); due < end;) {
+      const wait = due - performance.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      phase.lagMs = Math.max(phase.lagMs, performance.now() - due);
+      phase.requests++;
+      let retryAfter = 10;
+      try {
+        retryAfter = await send(i);
+        phase.latencies.push(performance.now() - due);
+        phase.retryAfter.set(retryAfter, (phase.retryAfter.get(retryAfter) ?? 0) + 1);
+      } catch (err) {
+        phase.errors++;
+        const message = errorText(err);
+        phase.errorSamples.set(message, (phase.errorSamples.get(message) ?? 0) + 1);
+      }
+      // CAPI calls again once the answer's retryAfterSeconds has passed since it came.
+      due = performance.now() + Math.max(1, retryAfter) * 1000;
+    }
+  };
+  await Promise.all(Array.from({ length: clients }, (_, i) => client(i)));
+  phase.seconds = (performance.now() - start) / 1000;
+  return phase;
+}

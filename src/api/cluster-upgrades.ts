@@ -21,7 +21,14 @@ import {
   WorkflowUpdateFailedError,
   type Client,
 } from '@temporalio/client';
+import { PolicyError } from '../domain/policy-keys.ts';
 import { policyHash, resolveUpgradePolicy } from '../domain/upgrade-policy.ts';
+import {
+  DEFAULT_WAIT_RETRY_AFTER_MAX_SECONDS,
+  firstGate,
+  waitingRetryAfterSeconds,
+  waitRetryAfterMaxSeconds,
+} from '../domain/upgrade-schedule.ts';
 import { tryParseVersion } from '../domain/versions.ts';
 import {
   clusterUpgradeWorkflowId,
@@ -72,6 +79,11 @@ export interface ClusterUpgradeBackendOptions {
   version?: string;
   /** Where BeforeClusterCreate / AfterControlPlaneInitialized are recorded (default: one of our own). */
   recorder?: BackgroundRecorder;
+  /**
+   * Most retryAfterSeconds of a gate that waits for a time it knows (HOOK_WAIT_RETRY_AFTER_MAX_SECONDS;
+   * the setting waitRetryAfterMax wins): default 60.
+   */
+  waitRetryAfterMaxSeconds?: number;
   /** Tuning of the per-process answer cache (tests); main.ts closes it through `views`. */
   views?: Partial<Omit<UpgradeViewsOptions, 'describe' | 'listRunning' | 'log'>>;
   log?: ConstructorParameters<typeof BackgroundRecorder>[0]['log'];
@@ -84,10 +96,35 @@ export type ClusterUpgradeHandlers = LifecycleHandlers & { views: UpgradeViews }
 
 type RetryResult = { status: 'Success' | 'Failure'; message?: string; retryAfterSeconds: number };
 
-function answer(gate: Gate): RetryResult {
+/**
+ * A gate's answer. A Waiting gate answers retryAfterSeconds = the time left, at most `capSeconds`,
+ * when it waits for a time it knows and `policy` is the one the run holds (the memo's hash is the
+ * call's, or the run was just started with it); else the gate's own (10 s). The message is the
+ * gate's: deterministic for a state, only the number changes from call to call.
+ */
+function answer(gate: Gate, wait?: { call: HookCall; capSeconds: number }): RetryResult {
   if (gate.state === 'Open') return { status: 'Success', message: gate.message, retryAfterSeconds: 0 };
   if (gate.state === 'Failed') return { status: 'Failure', message: gate.message, retryAfterSeconds: 0 };
-  return { status: 'Success', message: gate.message, retryAfterSeconds: Math.max(1, gate.retryAfterSeconds) };
+  const retryAfterSeconds = wait
+    ? waitingRetryAfterSeconds(
+        wait.call.policy,
+        { ...gate, hook: wait.call.hook, version: wait.call.version },
+        Date.now(),
+        wait.capSeconds,
+      )
+    : Math.max(1, gate.retryAfterSeconds);
+  return { status: 'Success', message: gate.message, retryAfterSeconds };
+}
+
+/**
+ * The gate as CAPI is told it. BeforeClusterUpgrade is the first step, so it is never queued behind
+ * another: until the workflow's first task replaced the gate it recorded, it says what the upgrade
+ * will wait for first (issue 40: it said "queued behind the steps before it").
+ */
+function shown(gate: Gate, call: HookCall): Gate {
+  return call.hook === 'BeforeClusterUpgrade' && gate.state === 'Waiting' && gate.message === queuedGate(call).message
+    ? firstGate(call, Date.now())
+    : gate;
 }
 
 const gateCount = (memo: ClusterUpgradeMemo): number => Object.keys(memo.gates).length;
@@ -154,6 +191,16 @@ function hookCallOf(
   return { target: { ...ref, ...(rollout ? { rollout } : {}) }, call };
 }
 
+/** The cap of a known wait's retryAfterSeconds for this call (Failure naming a bad setting). */
+function waitCapOf(ctx: HookContext, fallback: number): number {
+  try {
+    return waitRetryAfterMaxSeconds(ctx.settings, fallback);
+  } catch (err) {
+    if (err instanceof PolicyError) throw new HookFailure(err.message);
+    throw err;
+  }
+}
+
 /** How long a sent policy signal is remembered: well past the time a kept answer or a List can lag. */
 const POLICY_SIGNAL_MEMORY_MS = 30_000;
 
@@ -165,6 +212,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
   const log = opts.log ?? { warn: () => {}, error: () => {} };
   const recorder = opts.recorder ?? new BackgroundRecorder({ log });
   const version = opts.version ?? buildInfo().version;
+  const waitCap = opts.waitRetryAfterMaxSeconds ?? DEFAULT_WAIT_RETRY_AFTER_MAX_SECONDS;
 
   const views = new UpgradeViews({
     describe: describeUpgradeRun(client),
@@ -216,11 +264,12 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
         ...(rollout ? [{ key: FleetRollout, value: rollout }] : []),
       ],
     });
-    return queuedGate(call);
+    // What it will wait for first, as the workflow will say it (not "queued": nothing is before it).
+    return firstGate(call, Date.now());
   };
 
   /** The answer once a write was refused as a repeat (another replica recorded the call first). */
-  const answerFresh = async (workflowId: string, call: HookCall): Promise<RetryResult> => {
+  const answerFresh = async (workflowId: string, call: HookCall, capSeconds: number): Promise<RetryResult> => {
     const again = (await views.fresh(workflowId))?.memo as ClusterUpgradeMemo | undefined;
     // Another target's halt is the superseded run winding down (its abort), not this call's answer.
     if (again?.halted && again.targetVersion === call.targetVersion) return failure(again.halted);
@@ -228,7 +277,8 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     // Refused because the upgrade holds all the gates it may: never "queued" for ever.
     if (!gate && again?.targetVersion === call.targetVersion && gateCount(again) >= MAX_GATES_PER_UPGRADE)
       return failure(tooManyGatesMessage(call));
-    return answer(gate ?? queuedGate(call));
+    const wait = again?.policyHash === call.policyHash ? { call, capSeconds } : undefined;
+    return answer(shown(gate ?? queuedGate(call), call), wait);
   };
 
   /** Answers from what is kept (`kept`) or from a describe made now (`fresh`). */
@@ -238,15 +288,18 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     ctx: HookContext,
     read: 'kept' | 'fresh',
     checked: () => Promise<void>,
+    capSeconds: number,
   ): Promise<RetryResult> => {
     const workflowId = clusterUpgradeWorkflowId(cluster);
     const key = gateKey(call.hook, call.version);
+    // The run holds this call's policy: it started with it, or its memo carries the call's hash.
+    const wait = { call, capSeconds };
     let run: RunView | undefined;
     try {
       // No run (kept: none the List of polled ids shows running, none seen here): most likely a new
       // upgrade, so start it; a closed run refuses the start and is read below.
       run = await withinHookDeadline(read === 'kept' ? views.get(workflowId) : views.fresh(workflowId), ctx);
-      if (!run) return answer(await start(cluster, call, checked));
+      if (!run) return answer(await start(cluster, call, checked), wait);
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
       // A closed run (the List does not show those): read it and answer below.
@@ -259,7 +312,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
         return { status: 'Success', message: `upgrade to ${memo.targetVersion} completed`, retryAfterSeconds: 0 };
       // A finished upgrade to another target is the past; any other close must not be answered from.
       const replaced = run.status === 'COMPLETED' && memo?.phase === 'Upgraded' ? undefined : run.runId;
-      return answer(await start(cluster, call, checked, replaced ? { previousRunId: replaced } : {}));
+      return answer(await start(cluster, call, checked, replaced ? { previousRunId: replaced } : {}), wait);
     }
     const broken = await internalError(workflowId, run);
     if (broken) return broken;
@@ -281,7 +334,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       }
       if (memo.halted) return failure(memo.halted);
       const gate = memo.gates[key];
-      if (gate) return answer(gate);
+      if (gate) return answer(shown(gate, call), call.policyHash === memo.policyHash ? wait : undefined);
       // The workflow would refuse it (its validator): answer so without the round trip.
       if (gateCount(memo) >= MAX_GATES_PER_UPGRADE) return failure(tooManyGatesMessage(call));
     }
@@ -289,10 +342,10 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     try {
       views.invalidate(workflowId);
       const gate = await client.workflow.getHandle(workflowId).executeUpdate(recordHookUpdate, { args: [call] });
-      return answer(gate);
+      return answer(shown(gate, call));
     } catch (err) {
       // Rejected as a repeat: another replica recorded it first. The memo has it (or soon will).
-      if (err instanceof WorkflowUpdateFailedError) return await answerFresh(workflowId, call);
+      if (err instanceof WorkflowUpdateFailedError) return await answerFresh(workflowId, call, capSeconds);
       // FAILED_PRECONDITION: the server takes no update while the workflow task is failing (a bug);
       // the kept answer did not know yet. Say so, as a describe would have.
       if (grpcStatus(err)?.code === 9) {
@@ -303,16 +356,43 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     }
   };
 
-  const upgradeHook = async (cluster: UpgradeTarget, call: HookCall, ctx: HookContext): Promise<RetryResult> => {
+  /**
+   * A gate that still waits, answered from what is kept however old (no Temporal call), the view
+   * read again behind the answer; undefined when the answer needs a read first: nothing kept, a run
+   * that is not running or whose task keeps failing, another target, a halt or abort, a policy the
+   * run does not hold yet (a signal to send), a gate not recorded, or one that is not Waiting (an
+   * answer that lets CAPI go on is never given from a stale view).
+   */
+  const fromKept = (cluster: UpgradeTarget, call: HookCall, capSeconds: number): RetryResult | undefined => {
+    const workflowId = clusterUpgradeWorkflowId(cluster);
+    const run = views.kept(workflowId);
+    const memo = run?.memo as ClusterUpgradeMemo | undefined;
+    if (!run?.running || run.workflowTaskRetrying || !memo || memo.targetVersion !== call.targetVersion)
+      return undefined;
+    if (memo.halted || memo.abortRequested || !call.policyHash || call.policyHash !== memo.policyHash) return undefined;
+    const gate = memo.gates[gateKey(call.hook, call.version)];
+    if (gate?.state !== 'Waiting') return undefined;
+    views.refreshBehind(workflowId);
+    return answer(shown(gate, call), { call, capSeconds });
+  };
+
+  const upgradeHook = async (
+    cluster: UpgradeTarget,
+    call: HookCall,
+    ctx: HookContext,
+    capSeconds: number,
+  ): Promise<RetryResult> => {
+    const kept = fromKept(cluster, call, capSeconds);
+    if (kept) return kept;
     const { rollout: _, ...ref } = cluster;
     const checked = checks.before(ctx, clusterUpgradeRule(ref, call.targetVersion));
     return await withinDeadline(client, ctx, async () => {
       try {
-        return await answerFrom(cluster, call, ctx, 'kept', checked);
+        return await answerFrom(cluster, call, ctx, 'kept', checked, capSeconds);
       } catch (err) {
         // What was kept is older than the run: it closed since (a signal or update found no run). Read again.
         if (!(err instanceof WorkflowNotFoundError)) throw err;
-        return await answerFrom(cluster, call, ctx, 'fresh', checked);
+        return await answerFrom(cluster, call, ctx, 'fresh', checked, capSeconds);
       }
     });
   };
@@ -321,7 +401,8 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
     <H extends UpgradeHook>(hook: H): HookImplementation<H> =>
     async (request, ctx) => {
       const { target, call } = hookCallOf(hook, request as unknown as UpgradeHookRequest, ctx);
-      return (await upgradeHook(target, call, ctx)) as Awaited<ReturnType<HookImplementation<H>>>;
+      const capSeconds = waitCapOf(ctx, waitCap);
+      return (await upgradeHook(target, call, ctx, capSeconds)) as Awaited<ReturnType<HookImplementation<H>>>;
     };
 
   return {

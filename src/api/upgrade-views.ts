@@ -10,6 +10,12 @@
 //   frontend's visibility rate limit: under load batches grow, calls do not).
 //   A poll costs at most one listed row; nothing is read between polls, so an
 //   idle process reads nothing. Concurrent reads of one upgrade share one read.
+// - A poll whose answer would still hold CAPI back (a gate that waits) may be
+//   answered from what is kept however old it is (`kept`), the read going out
+//   behind the answer (`refreshBehind`, gathered for `refreshBatchMs` so that
+//   the polls of a second share one List): a stale "still waiting" only makes
+//   CAPI wait one poll longer, so no waiting poll waits on Temporal. An answer
+//   that lets CAPI go on is never given from an entry older than `maxStaleMs`.
 // - A describe instead of a List row: for an upgrade this process wrote to in
 //   the last `writeMemoryMs` (our own writes drop the entry, and a List can still
 //   show the older memo), for ids no query can name, when the List fails, for a
@@ -26,10 +32,12 @@
 // - Every map is bounded by `maxEntries` and pruned on its own timer (entries
 //   unused for `idleMs`, writes older than `writeMemoryMs`), whether Lists succeed
 //   or not. Each api replica keeps its own views and relies on no other.
-// The bound: an answer is at most `maxStaleMs` plus the visibility store's lag
-// older than the workflow's state (the dev server's lag is milliseconds; SQL
-// visibility's is the history service's visibility queue); an answer read after
-// this process's own write comes from a describe, without that lag.
+// The bound: an answer that lets CAPI go on (or fails it) is at most `maxStaleMs`
+// plus the visibility store's lag older than the workflow's state (the dev
+// server's lag is milliseconds; SQL visibility's is the history service's
+// visibility queue); an answer read after this process's own write comes from a
+// describe, without that lag. A "still waiting" answer from `kept` is at most
+// one poll older than that: the poll before it read again behind its answer.
 import { AsyncLocalStorage } from 'node:async_hooks';
 
 /** What a hook needs to know about an upgrade's current run. */
@@ -66,9 +74,17 @@ export interface UpgradeViewsOptions {
   maxListsInFlight?: number;
   /** Lists started per second at most (the frontend limits visibility calls per namespace: 10/s by default). */
   maxListsPerSecond?: number;
+  /**
+   * How long a read behind a kept answer waits for others to share its List: off the request path,
+   * and CAPI's next poll is at least 10 s away, so polls spread over a second go out in one List.
+   */
+  refreshBatchMs?: number;
   /** Bound of each map (entries, writes, reads waiting for a List). */
   maxEntries?: number;
-  /** An entry unused this long is dropped. */
+  /**
+   * An entry unused this long is dropped (2 h: twice the longest CAPI may be told to stay away from a
+   * gate that waits for a known time, an hour, so a waiting upgrade keeps its view between polls).
+   */
   idleMs?: number;
   log?: { warn: (obj: object, msg: string) => void };
 }
@@ -104,6 +120,9 @@ export class UpgradeViews {
   private readonly inflight = new Map<string, { started: number; read: Promise<RunView | undefined> }>();
   /** When each upgrade was last written by this process. */
   private readonly writtenAt = new Map<string, number>();
+  /** Upgrades to read again behind kept answers, at the next refresh batch. */
+  private readonly behind = new Map<string, number>();
+  private behindTimer: NodeJS.Timeout | undefined;
   /** Reads waiting for the next List, by workflow id. */
   private readonly queued = new Map<string, Waiting>();
   private listsInFlight = 0;
@@ -114,7 +133,8 @@ export class UpgradeViews {
   private listFailing = false;
   private sweeper: NodeJS.Timeout | undefined;
   private closed = false;
-  readonly stats = { hits: 0, describes: 0, redescribes: 0, joined: 0, lists: 0, listedRows: 0 };
+  /** hits: answers from an entry within maxStaleMs; keptAnswers: answers from an older one (refreshed behind). */
+  readonly stats = { hits: 0, keptAnswers: 0, describes: 0, redescribes: 0, joined: 0, lists: 0, listedRows: 0 };
 
   constructor(options: UpgradeViewsOptions) {
     this.opts = {
@@ -125,8 +145,9 @@ export class UpgradeViews {
       batchSize: 100,
       maxListsInFlight: 2,
       maxListsPerSecond: 50,
+      refreshBatchMs: 1_000,
       maxEntries: 20_000,
-      idleMs: 60_000,
+      idleMs: 7_200_000,
       ...options,
     };
   }
@@ -146,6 +167,64 @@ export class UpgradeViews {
     return await this.load(workflowId, this.readFor(workflowId, entry, now));
   }
 
+  /**
+   * What is kept of the upgrade however old it is (undefined: nothing is kept), for an answer that is
+   * safe when stale: a gate that still waits (CAPI then only waits a little longer). Whoever answers
+   * from it calls {@link refreshBehind}, so the next poll reads what the workflow did meanwhile.
+   */
+  kept(workflowId: string): RunView | undefined {
+    const entry = this.entries.get(workflowId);
+    if (!entry) return undefined;
+    entry.usedAt = Date.now();
+    return entry.view;
+  }
+
+  /**
+   * After an answer from {@link kept}: reads the upgrade again behind it, off the request path (shared
+   * with a read in flight, batched into the next List like any other). A read that fails drops the
+   * entry, so the next poll reads before it answers instead of answering from the old view again.
+   */
+  refreshBehind(workflowId: string): void {
+    const now = Date.now();
+    this.startSweeper();
+    const entry = this.entries.get(workflowId);
+    if (!entry) return;
+    this.stats.keptAnswers++;
+    const read: Read | undefined =
+      now - entry.asOf > this.opts.maxStaleMs
+        ? this.readFor(workflowId, entry, now)
+        : now >= entry.describeAt && this.redescribesInFlight < this.opts.maxRedescribes
+          ? 'redescribe'
+          : undefined;
+    if (read === undefined) return;
+    if (read !== 'list') return this.readBehind(workflowId, read, entry.asOf);
+    // A List read waits for the batch: the polls of a second share one List.
+    if (this.behind.size >= this.opts.maxEntries || this.inflight.has(workflowId)) return;
+    this.behind.set(workflowId, entry.asOf);
+    this.behindTimer ??= this.outside(() => {
+      const timer = setTimeout(() => {
+        this.behindTimer = undefined;
+        const due = [...this.behind];
+        this.behind.clear();
+        for (const [id, asOf] of due) {
+          const now = Date.now();
+          const kept = this.entries.get(id);
+          // Read meanwhile (another poll, a write): nothing to do.
+          if (kept?.asOf === asOf && !this.closed) this.readBehind(id, this.readFor(id, kept, now), asOf);
+        }
+      }, this.opts.refreshBatchMs);
+      timer.unref();
+      return timer;
+    });
+  }
+
+  /** One read behind an answer; a failure drops the entry it was to refresh. */
+  private readBehind(workflowId: string, read: Read, asOf: number): void {
+    this.outside(() => this.load(workflowId, read)).catch(() => {
+      if (this.entries.get(workflowId)?.asOf === asOf) this.entries.delete(workflowId);
+    });
+  }
+
   /** Reads the run now, ignoring what is kept (after a write was refused, say). */
   async fresh(workflowId: string): Promise<RunView | undefined> {
     this.invalidate(workflowId);
@@ -162,17 +241,21 @@ export class UpgradeViews {
   }
 
   /** How much is held (tests, metrics). */
-  sizes(): { entries: number; inflight: number; writtenAt: number; queued: number } {
+  sizes(): { entries: number; inflight: number; writtenAt: number; queued: number; behind: number } {
     return {
       entries: this.entries.size,
       inflight: this.inflight.size,
       writtenAt: this.writtenAt.size,
       queued: this.queued.size,
+      behind: this.behind.size,
     };
   }
 
   close(): void {
     this.closed = true;
+    clearTimeout(this.behindTimer);
+    this.behindTimer = undefined;
+    this.behind.clear();
     clearInterval(this.sweeper);
     this.sweeper = undefined;
   }

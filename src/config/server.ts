@@ -45,6 +45,11 @@ export interface ServerConfig {
   maxConnections: number;
   /** retryAfterSeconds answered by blocking hooks while Temporal cannot be reached. */
   unavailableRetryAfterSeconds: number;
+  /**
+   * Most retryAfterSeconds of an upgrade gate that waits for a time it knows (upgradeAt, a window, a
+   * freeze): CAPI calls again no sooner (its hook cache), so this is also how late it learns of an abort.
+   */
+  waitRetryAfterMaxSeconds: number;
 }
 
 /** Client certificate names admitted: `CN=x` matches a subject common name, `DNS=x` a DNS SAN, `x` either. */
@@ -106,6 +111,7 @@ export function readServerConfig(read: EnvReader): ServerConfig {
     requestTimeoutMs: read.duration('HOOK_SERVER_REQUEST_TIMEOUT', 30_000, 1_000, 300_000),
     maxConnections: read.int('HOOK_SERVER_MAX_CONNECTIONS', 512, 1, 65_536),
     unavailableRetryAfterSeconds: read.int('HOOK_UNAVAILABLE_RETRY_AFTER_SECONDS', 30, 1, 3600),
+    waitRetryAfterMaxSeconds: read.int('HOOK_WAIT_RETRY_AFTER_MAX_SECONDS', 60, 10, 3600),
   };
 
   if (server.insecureHttp && (clientCaFile || server.clientAllowedSubjects))

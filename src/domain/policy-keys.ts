@@ -102,6 +102,7 @@ export const POLICY_VALUE_LIMITS: Readonly<Record<string, ValueLimit>> = {
   postUpdateDelay: SCALAR,
   [BINDING_POLICIES_SETTING]: { chars: 4096, items: 64, separator: ',' },
   gateOverrideNamespaces: { chars: 16_384, items: 256, separator: ',' },
+  waitRetryAfterMax: SCALAR,
   [`${ANNOTATION_PREFIX}override-gates`]: SCALAR,
   [`${ANNOTATION_PREFIX}override-reason`]: { chars: 1024 },
 };

@@ -200,12 +200,19 @@ export async function startUpgradeHarness(
     /** ExtensionConfig spec.settings sent with every hook call. */
     settings?: Record<string, string>;
     /** Real activities in place of stubs (e.g. the alert activities). */ activities?: Partial<AlertActivities>;
+    /** Tuning of the api's kept views (e.g. a short maxStaleMs). */
+    views?: Parameters<typeof createClusterUpgradeHandlers>[0]['views'];
   } = {},
 ): Promise<UpgradeHarness> {
   const { client, close: closeClient } = await testClient();
   const taskQueue = `upgrades-${randomUUID()}`;
   const ref = { namespace: `ns-${randomUUID().slice(0, 8)}`, name: 'prod-1', uid: randomUUID() };
-  const lifecycle = createClusterUpgradeHandlers({ client, taskQueue, checks: requestChecksOff });
+  const lifecycle = createClusterUpgradeHandlers({
+    client,
+    taskQueue,
+    checks: requestChecksOff,
+    ...(options.views ? { views: options.views } : {}),
+  });
   const hooks = await startTestHookServer({
     ...(options.env ? { env: options.env } : {}),
     server: { unavailableRetryAfterSeconds: 15 },

@@ -15,6 +15,7 @@ function backend() {
   const state = new Map<string, RunView>();
   const calls = { describe: 0, list: 0, rows: 0 };
   let listFails = false;
+  let describeFails = false;
   let hold: Promise<void> | undefined;
   let listHold: Promise<void> | undefined;
   return {
@@ -29,8 +30,12 @@ function backend() {
     failLists(fail: boolean) {
       listFails = fail;
     },
+    failDescribes(fail: boolean) {
+      describeFails = fail;
+    },
     describe: async (id: string) => {
       calls.describe++;
+      if (describeFails) throw new Error('frontend unavailable');
       const snapshot = state.get(id);
       await hold;
       return snapshot;
@@ -51,6 +56,10 @@ function backend() {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Waits (up to 2 s) until `ok()` holds: a loaded machine runs timers late. */
+async function eventually(ok: () => boolean): Promise<void> {
+  for (const deadline = Date.now() + 2_000; !ok() && Date.now() < deadline;) await sleep(5);
+}
 function deferred() {
   let resolve!: () => void;
   const promise = new Promise<void>((r) => (resolve = r));
@@ -252,6 +261,107 @@ describe('UpgradeViews', () => {
     expect(large.calls).toBe(small.calls);
   });
 
+  // Issue 42 item 3: a waiting poll never waits on Temporal. What is kept answers it however old,
+  // and the read goes out behind the answer; only a failed read makes the next poll read first.
+  it('gives what is kept however old, and reads it again behind the answer', async () => {
+    const b = backend();
+    b.state.set('a', running('r1', { gate: 'waiting' }));
+    const views = new UpgradeViews({
+      describe: b.describe,
+      listRunning: b.listRunning,
+      maxStaleMs: 20,
+      refreshBatchMs: 5,
+    });
+    expect(views.kept('a')).toBeUndefined(); // nothing kept: the caller reads first
+    await views.get('a');
+    await sleep(50);
+    b.state.set('a', running('r1', { gate: 'open' }));
+    const never = new Promise<void>(() => {});
+    b.holdLists(never); // Temporal does not answer
+    const calls = b.calls.list + b.calls.describe;
+    expect(views.kept('a')?.memo).toEqual({ gate: 'waiting' }); // no call made for it
+    expect(b.calls.list + b.calls.describe).toBe(calls);
+    views.refreshBehind('a');
+    views.refreshBehind('a'); // a second answer shares the read to come
+    await eventually(() => b.calls.list >= 2);
+    await sleep(20);
+    expect(b.calls.list).toBe(2);
+    expect(views.stats.keptAnswers).toBe(2);
+    b.holdLists(undefined);
+    views.close();
+
+    // One refresh later the open gate shows.
+    const c = backend();
+    c.state.set('a', running('r1', { gate: 'waiting' }));
+    const fresh = new UpgradeViews({
+      describe: c.describe,
+      listRunning: c.listRunning,
+      maxStaleMs: 200,
+      refreshBatchMs: 5,
+    });
+    await fresh.get('a');
+    await sleep(250);
+    c.state.set('a', running('r1', { gate: 'open' }));
+    expect(fresh.kept('a')?.memo).toEqual({ gate: 'waiting' });
+    fresh.refreshBehind('a');
+    await eventually(() => (fresh.kept('a')?.memo as { gate?: string } | undefined)?.gate === 'open');
+    expect(fresh.kept('a')?.memo).toEqual({ gate: 'open' });
+    // Within maxStaleMs nothing is read again (a re-describe only when one is due).
+    fresh.refreshBehind('a');
+    await sleep(5);
+    expect(c.calls).toMatchObject({ list: 2, describe: 0 });
+    fresh.close();
+  });
+
+  it('drops what is kept when the read behind an answer fails, so the next poll reads first', async () => {
+    const b = backend();
+    b.state.set('a', running('r1', { gate: 'waiting' }));
+    const views = new UpgradeViews({
+      describe: b.describe,
+      listRunning: b.listRunning,
+      maxStaleMs: 10,
+      refreshBatchMs: 5,
+    });
+    await views.get('a');
+    await sleep(30);
+    b.failLists(true);
+    b.failDescribes(true);
+    expect(views.kept('a')?.memo).toEqual({ gate: 'waiting' });
+    views.refreshBehind('a');
+    await eventually(() => views.kept('a') === undefined);
+    expect(views.kept('a')).toBeUndefined();
+    views.close();
+  });
+
+  it('reads behind the answers of one batch together: one List for the polls of a second', async () => {
+    const b = backend();
+    const ids = Array.from({ length: 60 }, (_, i) => `u${i}`);
+    for (const [i, id] of ids.entries()) b.state.set(id, running(`r${i}`, { gate: 'waiting' }));
+    const views = new UpgradeViews({
+      describe: b.describe,
+      listRunning: b.listRunning,
+      maxStaleMs: 10,
+      refreshBatchMs: 1_000,
+      maxListsPerSecond: 1_000,
+    });
+    await Promise.all(ids.map((id) => views.get(id)));
+    await sleep(20);
+    const lists = b.calls.list;
+    // Polls spread over the batch's time, each answered at once from what is kept.
+    for (const id of ids) {
+      expect(views.kept(id)?.memo).toEqual({ gate: 'waiting' });
+      views.refreshBehind(id);
+      await sleep(1);
+    }
+    expect(b.calls.list).toBe(lists);
+    expect(views.sizes().behind).toBe(60);
+    await eventually(() => views.sizes().behind === 0 && b.calls.rows >= 120);
+    expect(b.calls.list - lists).toBe(1);
+    expect(b.calls.rows).toBe(120); // one row each at the start, one each behind the answers
+    expect(views.sizes().behind).toBe(0);
+    views.close();
+  });
+
   it('keeps every map bounded, and prunes it, while every List fails', async () => {
     const b = backend();
     for (let i = 0; i < 1_000; i++) b.state.set(`u${i}`, running(`r${i}`, {}));
@@ -272,7 +382,7 @@ describe('UpgradeViews', () => {
     expect(full.writtenAt).toBeLessThanOrEqual(100);
     expect(full.inflight).toBe(0);
     await sleep(600); // no calls for longer than idleMs: everything goes, although no List ever succeeded
-    expect(views.sizes()).toEqual({ entries: 0, inflight: 0, writtenAt: 0, queued: 0 });
+    expect(views.sizes()).toEqual({ entries: 0, inflight: 0, writtenAt: 0, queued: 0, behind: 0 });
     views.close();
   });
 });

@@ -123,9 +123,9 @@ describe('cluster upgrade workflow through the hooks', () => {
     );
     const burstReads = 1 + Math.floor((Date.now() - burstStarted) / 1_500);
     expect(readsOf(h.views.stats) - readsOf(reads)).toBeLessThanOrEqual(burstReads);
-    expect(h.views.stats.hits + h.views.stats.joined - reads.hits - reads.joined).toBeGreaterThanOrEqual(
-      50 - burstReads,
-    );
+    // Answered from what is kept (a waiting gate: also once older than maxStaleMs, read again behind).
+    const kept = (st: typeof h.views.stats) => st.hits + st.keptAnswers + st.joined;
+    expect(kept(h.views.stats) - kept(reads)).toBeGreaterThanOrEqual(50 - burstReads);
     const inRow = { ...h.views.stats };
     const rowStarted = Date.now();
     for (let i = 0; i < 50; i++)
@@ -133,20 +133,16 @@ describe('cluster upgrade workflow through the hooks', () => {
     const rereads = 1 + Math.floor((Date.now() - rowStarted) / 1_500);
     for (const a of answers) expect(a).toMatchObject({ status: 'Success', message: waiting });
     expect(readsOf(h.views.stats) - readsOf(inRow)).toBeLessThanOrEqual(rereads);
-    expect(h.views.stats.hits - inRow.hits).toBeGreaterThanOrEqual(50 - rereads);
+    expect(kept(h.views.stats) - kept(inRow)).toBeGreaterThanOrEqual(50 - rereads);
     expect((await handle().fetchHistory()).events?.length).toBe(before);
 
     // Another cluster's first call, once a List has shown it is not running: no describe, and
-    // the answer is the gate the new run made of the call.
+    // the answer names what the new run waits for first (upgradeAt, an hour ahead: the 60 s cap).
     const uid = '3f1c2f55-8d0c-4f4e-9a55-0a5b3f0c9d10';
     await new Promise((r) => setTimeout(r, 1_200));
     const describes = h.views.stats.describes;
     const first = await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations, uid });
-    expect(first).toMatchObject({
-      status: 'Success',
-      message: `BeforeClusterUpgrade ${TARGET}: queued behind the steps before it`,
-    });
-    expect(first.retryAfterSeconds).toBeGreaterThan(0);
+    expect(first).toMatchObject({ status: 'Success', message: waiting, retryAfterSeconds: 60 });
     expect(h.views.stats.describes).toBe(describes);
     const other = h.client.workflow.getHandle(clusterUpgradeWorkflowId({ ...h.ref, uid }));
     expect((await other.describe()).status.name).toBe('RUNNING');
@@ -165,7 +161,10 @@ describe('cluster upgrade workflow through the hooks', () => {
       message: `BeforeClusterUpgrade ${TARGET}: waiting for upgradeAt ${new Date(at).toISOString()}`,
     });
     expect(first.retryAfterSeconds).toBeGreaterThan(0);
-    expect(second).toEqual(first);
+    // The same message (CAPI copies it); the number is the time left, so it may count down.
+    expect(second).toMatchObject({ status: first.status, message: first.message });
+    expect(second.retryAfterSeconds).toBeGreaterThan(0);
+    expect(second.retryAfterSeconds).toBeLessThanOrEqual(first.retryAfterSeconds);
     expect(await h.pollUntilDone('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations })).toMatchObject({
       status: 'Success',
       retryAfterSeconds: 0,

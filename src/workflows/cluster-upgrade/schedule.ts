@@ -5,42 +5,16 @@
 // commands are behind patched(), asked only when the policy uses them, so a
 // history recorded before them replays the old way.
 import { patched } from '@temporalio/workflow';
-import { calendarState, parseWindows, zonedIso, type MaintenanceCalendar } from '../../domain/calendar.ts';
 import { formatDuration } from '../../domain/durations.ts';
-import { parseMaintenanceWindow, windowState } from '../../domain/maintenance-window.ts';
-import type { HookCall, UpgradePolicy } from '../../model/cluster-upgrade.ts';
+import { calendarHold, delayedText, isLegacyCalendar, legacyHold, type Hold } from '../../domain/upgrade-schedule.ts';
+import type { HookCall } from '../../model/cluster-upgrade.ts';
 import { overridden } from './gates.ts';
 import { iso, type UpgradeState } from './state.ts';
 
 export const CALENDAR_PATCH = 'maintenance-calendar';
 export const DELAYED_PATCH = 'upgrade-delayed';
 
-export interface Hold {
-  /** When to look again (the calendar opens, or may have). */
-  until: number;
-  /** What the gate says after `<hook> <version>: `. */
-  waitingFor: string;
-  freeze?: MaintenanceFreeze;
-}
-
-/** A policy the single-UTC-window code (before calendars) reads the same way. */
-function legacy(policy: UpgradePolicy): boolean {
-  return (
-    policy.maintenanceTimeZone === undefined &&
-    policy.maintenanceFreezes === undefined &&
-    !(policy.maintenanceWindow ?? '').includes(';')
-  );
-}
-
-function calendarOf(policy: UpgradePolicy): MaintenanceCalendar | undefined {
-  const windows = policy.maintenanceWindow ? parseWindows(policy.maintenanceWindow) : undefined;
-  if (windows && !windows.ok) return undefined; // refused by the api before it got here
-  return {
-    windows: windows?.value ?? [],
-    timeZone: policy.maintenanceTimeZone ?? 'UTC',
-    freezes: policy.maintenanceFreezes ?? [],
-  };
-}
+export type { Hold };
 
 /** Whether the maintenance calendar holds a step starting now, and until when; records it in the status. */
 export function maintenanceHold(
@@ -49,7 +23,7 @@ export function maintenanceHold(
   call: Pick<HookCall, 'hook' | 'version'>,
 ): Hold | undefined {
   const policy = s.status.policy;
-  let hold = legacy(policy) || !patched(CALENDAR_PATCH) ? legacyHold(policy, now) : calendarHold(policy, now);
+  let hold = isLegacyCalendar(policy) || !patched(CALENDAR_PATCH) ? legacyHold(policy, now) : calendarHold(policy, now);
   // Overridden (annotation override-gates): the step starts now, the override recorded.
   if (hold && overridden(s, 'maintenance-window', call) !== undefined) hold = undefined;
   const schedule = s.status.schedule;
@@ -66,44 +40,6 @@ export function maintenanceHold(
   return hold;
 }
 
-/** Exactly what the workflow did before calendars (same messages, same timers). */
-function legacyHold(policy: UpgradePolicy, now: number): Hold | undefined {
-  const window = policy.maintenanceWindow ? parseMaintenanceWindow(policy.maintenanceWindow) : undefined;
-  if (!window?.ok) return undefined;
-  const state = windowState(now, window.window);
-  if (state.open) return undefined;
-  return {
-    until: state.opensAt,
-    waitingFor: `waiting for the maintenance window "${window.window.text}" (opens ${iso(state.opensAt)})`,
-  };
-}
-
-function calendarHold(policy: UpgradePolicy, now: number): Hold | undefined {
-  const calendar = calendarOf(policy);
-  if (!calendar) return undefined;
-  const state = calendarState(now, calendar);
-  if (state.open) return undefined;
-  const zone = calendar.timeZone;
-  const opens = `opens ${zonedIso(zone, state.opensAt)}`;
-  const f = state.freeze;
-  if (f && Date.parse(f.from) <= now)
-    return {
-      until: state.opensAt,
-      freeze: f,
-      waitingFor: `held by the maintenance freeze "${f.reason}" (${f.from} to ${f.to}); the calendar ${opens}`,
-    };
-  const windows = policy.maintenanceWindow
-    ? `the maintenance window "${policy.maintenanceWindow}"${zone === 'UTC' ? '' : ` in ${zone}`}`
-    : 'the maintenance calendar';
-  return {
-    until: state.opensAt,
-    ...(f ? { freeze: f } : {}),
-    waitingFor: `waiting for ${windows} (${opens}${f ? `, after the freeze "${f.reason}"` : ''})`,
-  };
-}
-
-type MaintenanceFreeze = NonNullable<UpgradePolicy['maintenanceFreezes']>[number];
-
 /**
  * While the upgrade waits to start: once `delayedAfter` has passed since `notBefore`, marks it
  * delayed (once). Returns what the gate message starts with and when to wake to mark it.
@@ -112,7 +48,7 @@ export function delayCheck(s: UpgradeState, notBefore: number, now: number): { p
   const after = s.status.policy.delayedAfterMs;
   if (after === undefined || !patched(DELAYED_PATCH)) return { prefix: '' };
   const at = notBefore + after;
-  const text = `delayed ${formatDuration(after)} past ${iso(notBefore)}`;
+  const text = delayedText(after, notBefore);
   if (now < at) {
     // upgradeAt or delayedAfter moved later: not delayed any more.
     if (s.status.schedule?.delayedSince !== undefined) undelay(s, 'Rescheduled', `not delayed before ${iso(at)}`);

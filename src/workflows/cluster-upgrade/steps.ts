@@ -10,6 +10,7 @@ import type {
   UpgradeActivities,
 } from '../../activities/upgrade-types.ts';
 import { formatDuration } from '../../domain/durations.ts';
+import { PRE_HEALTH_CHECK_RUNNING, upgradeAtWaitingFor } from '../../domain/upgrade-schedule.ts';
 import { gateKey, type HookCall, type UpgradeCondition } from '../../model/cluster-upgrade.ts';
 import { expectedFailure, failureCause } from '../failures.ts';
 import { removedApiGate } from './gates.ts';
@@ -54,7 +55,7 @@ export async function beginUpgrade(s: UpgradeState, call: HookCall): Promise<boo
     let waitingFor = '';
     if (now < notBefore) {
       waitUntil = notBefore;
-      waitingFor = `waiting for upgradeAt ${iso(notBefore)}`;
+      waitingFor = upgradeAtWaitingFor(notBefore);
     } else {
       const hold = maintenanceHold(s, now, call);
       if (hold) ({ until: waitUntil, waitingFor } = hold);
@@ -71,7 +72,7 @@ export async function beginUpgrade(s: UpgradeState, call: HookCall): Promise<boo
     if (s.interrupted()) return false;
   }
   s.setPhase('Upgrading');
-  s.setGate(call, 'Waiting', `${call.hook} ${call.version}: running the pre-upgrade health check`);
+  s.setGate(call, 'Waiting', `${call.hook} ${call.version}: ${PRE_HEALTH_CHECK_RUNNING}`);
   if (!(await probeUntilHealthy(s, call, 'pre', status.conditions, 'PreHealthCheck'))) return false;
   return await removedApiGate(s, call, status.conditions);
 }
