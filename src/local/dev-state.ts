@@ -6,6 +6,8 @@ import { join, resolve } from 'node:path';
 export interface DevState {
   temporalAddress: string;
   temporalNamespace: string;
+  /** Its Temporal dev server, in a process group of its own (Ctrl-C does not reach it). */
+  temporalPid: number;
   /** Absent with the Web UI off. */
   webUi?: string;
   hookUrl: string;

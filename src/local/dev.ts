@@ -95,6 +95,7 @@ async function dev(components: Components): Promise<void> {
       logFile: join(dataDir, 'temporal.log'),
       port: temporalPort,
       uiPort,
+      ownProcessGroup: true,
     }),
     mode === 'embedded'
       ? startEmbeddedManagement({
@@ -178,6 +179,7 @@ async function dev(components: Components): Promise<void> {
   const state: DevState = {
     temporalAddress: temporal.address,
     temporalNamespace: temporal.namespace,
+    temporalPid: temporal.pid,
     ...(temporal.uiUrl ? { webUi: temporal.uiUrl } : {}),
     hookUrl,
     caFile,

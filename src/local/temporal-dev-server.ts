@@ -25,6 +25,12 @@ export interface DevServerOptions {
   ip?: string;
   /** How long to wait for the frontend to answer. */
   startTimeoutMs?: number;
+  /**
+   * A process group of its own, so that Ctrl-C in a terminal (SIGINT to the whole foreground group)
+   * does not stop Temporal before the worker that polls it: `make dev` stops it last but one. It is
+   * still killed when this process exits; a SIGKILL of this process leaves it to `pid`'s owner.
+   */
+  ownProcessGroup?: boolean;
 }
 
 export interface DevServer {
@@ -36,7 +42,7 @@ export interface DevServer {
 }
 
 export function devServerArgs(
-  opts: Required<Omit<DevServerOptions, 'uiPort' | 'startTimeoutMs'>> & { uiPort?: number },
+  opts: Required<Omit<DevServerOptions, 'uiPort' | 'startTimeoutMs' | 'ownProcessGroup'>> & { uiPort?: number },
 ): string[] {
   const args = [
     'server',
@@ -101,9 +107,19 @@ async function startOnce(options: DevServerOptions): Promise<DevServer> {
   mkdirSync(dirname(options.logFile), { recursive: true });
   const log = openSync(options.logFile, 'a');
   const args = devServerArgs({ ...options, ip, namespace, port, ...(uiPort !== undefined ? { uiPort } : {}) });
-  const child: ChildProcess = spawn(options.executable, args, { stdio: ['ignore', log, log] });
+  const child: ChildProcess = spawn(options.executable, args, {
+    stdio: ['ignore', log, log],
+    detached: options.ownProcessGroup === true,
+  });
   closeSync(log);
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const killOnExit = () => child.kill('SIGKILL');
+  if (options.ownProcessGroup) process.once('exit', killOnExit);
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      process.off('exit', killOnExit);
+      resolve(code);
+    }),
+  );
   const address = `${ip}:${port}`;
   const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
   let lastError: unknown;

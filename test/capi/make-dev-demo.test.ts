@@ -26,6 +26,7 @@ const TARGET = 'v1.35.0';
 /** Processes whose command line names `dir`: every one make dev starts does (data dir, state dirs). */
 function processesUnder(dir: string): string[] {
   const found: string[] = [];
+  // Lines `<pid> <command line>`.
   for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
     if (Number(pid) === process.pid) continue;
     try {
@@ -102,6 +103,14 @@ describe('make dev runs an upgrade through Cluster API on its own, and the demo 
     await run('bash', [join(ROOT, 'scripts/testbed.sh'), 'down', join(dir, 'management/testbed')]).catch(
       () => undefined,
     );
+    // And any process a failed run left that names the dir (the Temporal dev server has a group of its own).
+    for (const line of processesUnder(dir)) {
+      try {
+        process.kill(Number(line.split(' ')[0]), 'SIGKILL');
+      } catch {
+        // gone meanwhile
+      }
+    }
     rmSync(dir, { recursive: true, force: true });
   });
 

@@ -9,12 +9,14 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { callHook } from '../../support/capi-client.ts';
 import { sampleRequest } from '../../support/capi-fixtures.ts';
 import { FREE_PORTS } from '../support/capi-tier.ts';
+import { stopDevProcess } from '../support/dev-process.ts';
 import { waitFor } from '../support/wait.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const NOT_CONFIGURED = 'ManagementClusterNotConfigured';
 
 let child: ChildProcess;
+let dir: string;
 let logFile: string;
 const output = () => readFileSync(logFile, 'utf8');
 const printed = (label: string): string => {
@@ -24,7 +26,7 @@ const printed = (label: string): string => {
 };
 
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'capi-uo-dev-light-'));
+  dir = mkdtempSync(join(tmpdir(), 'capi-uo-dev-light-'));
   logFile = join(dir, 'dev.log');
   const out = openSync(logFile, 'a');
   const env: NodeJS.ProcessEnv = {
@@ -52,21 +54,7 @@ beforeAll(async () => {
 }, 330_000);
 
 afterAll(async () => {
-  if (!child?.pid) return;
-  const exited = new Promise((r) => (child.exitCode !== null ? r(undefined) : child.once('exit', r)));
-  try {
-    process.kill(-child.pid, 'SIGTERM');
-  } catch {
-    // gone already
-  }
-  const timer = setTimeout(() => process.kill(-child.pid!, 'SIGKILL'), 20_000);
-  await exited;
-  clearTimeout(timer);
-  try {
-    process.kill(-child.pid, 'SIGKILL');
-  } catch {
-    // the group is gone
-  }
+  if (child?.pid) await stopDevProcess(child, dir);
 }, 30_000);
 
 describe('make dev without a management cluster', () => {

@@ -15,6 +15,7 @@ import { mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { IN_MEMORY_EXTENSION_SETTINGS } from '../../src/local/embedded-management.ts';
 import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../../src/model/machine-update.ts';
+import { stopDevProcess } from './dev-process.ts';
 import { CAPI_CORE_CLIENT_SUBJECT, CAPI_KCP_CLIENT_SUBJECT, testPki } from './pki.ts';
 
 /** The ExtensionConfig name: handler names CAPI sees are `<handler>.<this>`. */
@@ -95,7 +96,7 @@ async function startExtension(
   const deadline = Date.now() + 300_000;
   while (!readFileSync(log, 'utf8').includes('capi-upgrade-orchestrator is running')) {
     if (child.exitCode !== null || Date.now() > deadline) {
-      await stopChild(child);
+      await stopDevProcess(child, dir);
       throw new Error(`the extension (src/local/dev.ts) did not start; its output:\n${readFileSync(log, 'utf8')}`);
     }
     await new Promise((r) => setTimeout(r, 250));
@@ -115,24 +116,6 @@ async function startExtension(
   };
 }
 
-/** Stops the extension, then whatever is left of its process group (its Temporal dev server). */
-async function stopChild(child: ChildProcess): Promise<void> {
-  const group = child.pid;
-  if (child.exitCode === null && child.signalCode === null) {
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-    await exited;
-    clearTimeout(timer);
-  }
-  if (group === undefined) return;
-  try {
-    process.kill(-group, 'SIGKILL');
-  } catch {
-    // ESRCH: the group is already empty.
-  }
-}
-
 /** Starts CAPI on the test bed whose testbed.json is given, then the extension, then registers it. */
 export async function startCapiTier(dir: string, testbedJson: string): Promise<CapiTier> {
   const testbedDir = join(testbedJson, '..');
@@ -150,7 +133,7 @@ export async function startCapiTier(dir: string, testbedJson: string): Promise<C
   }
   let extension: Awaited<ReturnType<typeof startExtension>> | undefined;
   const stop = async () => {
-    if (extension) await stopChild(extension.child);
+    if (extension) await stopDevProcess(extension.child, join(dir, 'extension'));
     await script([CAPI_SCRIPT, 'down', capiDir], 120_000).catch((err: unknown) => console.error(String(err)));
   };
   try {
