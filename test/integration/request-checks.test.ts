@@ -397,8 +397,18 @@ describe('request checks against the management cluster', () => {
       );
       expect(first).toMatchObject({ status: 'Success' });
       expect(await exists(clusterUpgradeWorkflowId({ namespace: ns, name, uid }))).toBe(true);
+      expect(objects.reads).toBeGreaterThan(readsBefore);
+      // The first answer already names what it waits for, so the next call may come before the api's
+      // view has the run and check the request once more; from the one after, none reads.
+      await waitFor(
+        async () => {
+          const before = objects.reads;
+          await call(hooks, 'BeforeClusterUpgrade', body);
+          return objects.reads - before;
+        },
+        (readsByCall) => readsByCall === 0,
+      );
       const reads = objects.reads;
-      expect(reads).toBeGreaterThan(readsBefore);
       for (let i = 0; i < 5; i++) expect(await call(hooks, 'BeforeClusterUpgrade', body)).toEqual(first);
       expect(objects.reads).toBe(reads);
     });
