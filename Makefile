@@ -40,7 +40,7 @@ dev:
 	@source scripts/env.sh $(DEV_TOOLS) && MANAGEMENT=$(MANAGEMENT) exec node --disable-warning=ExperimentalWarning src/local/dev.ts
 
 demo:
-	@source scripts/env.sh --testbed && exec node --disable-warning=ExperimentalWarning src/cli/capi-upgrades.ts demo $(DEMO_ARGS)
+	@source scripts/env.sh --testbed && exec node --disable-warning=ExperimentalWarning src/local/demo-cli.ts $(DEMO_ARGS)
 
 # eval "$(make env)": this shell gets the tools make dev and the docs name (building what is missing;
 # progress on stderr, only the export line on stdout).

@@ -7,7 +7,7 @@
 //   capi-upgrades history <ns>/<cluster> [-o json]
 //   capi-upgrades rollout start|status|list|approve|pause|resume|abort … (fleet rollouts)
 //   capi-upgrades completion bash|zsh
-//   capi-upgrades demo [--from V] [--to V] [--rolling-only]   (on `make dev`)
+//   capi-upgrades demo …   (from a checkout: bin/capi-upgrades runs src/local/demo-cli.ts)
 // Installed as `kubectl-capi_upgrades` it is the kubectl plugin `kubectl capi-upgrades`
 // (krew naming), and as `kubectl_complete-capi_upgrades` that plugin's completion.
 // It reads the same TEMPORAL_* settings as the extension (address, namespace,
@@ -23,8 +23,6 @@ import { table } from './table.ts';
 import { complete, completionScript } from './completion.ts';
 import { machineTally, rolloutProgress, upgradeProgress } from './progress.ts';
 import { parseWatchDuration, watch } from './watch.ts';
-import { runDemo } from './demo.ts';
-import { readDevState, type DevState } from '../local/dev-state.ts';
 import { connectFailureMessage, connectionOptions, readTemporalCredentials } from '../temporal-connection.ts';
 import {
   controlUpgrade,
@@ -69,8 +67,8 @@ const USAGE = `usage: ${PROGRAM} <command> [options]
 ${ROLLOUT_USAGE}
   completion bash|zsh            the shell completion script (source <(${PROGRAM} completion bash))
   demo [--from v1.33.0] [--to v1.35.0] [--rolling-only] [--timeout 60m]
-                                 on \`make dev\`: create in-memory Clusters and upgrade them through
-                                 Cluster API and the extension, one by replacement, one in place
+                                 on \`make dev\`, from a checkout: create in-memory Clusters and upgrade
+                                 them through Cluster API and the extension, by replacement and in place
 
   -o json                        machine-readable output
 Temporal: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and the TLS / API key settings of the extension.`;
@@ -181,10 +179,6 @@ async function main(argv: string[]): Promise<number> {
         namespace: { type: 'string' },
         all: { type: 'boolean' },
         reason: { type: 'string' },
-        // demo
-        from: { type: 'string' },
-        to: { type: 'string' },
-        'rolling-only': { type: 'boolean' },
         output: { type: 'string', short: 'o' },
         // rollout
         selector: { type: 'string' },
@@ -234,24 +228,9 @@ async function main(argv: string[]): Promise<number> {
     console.log(completionScript(target ?? '', PROGRAM));
     return 0;
   }
-  if (command === 'demo') {
-    let state: DevState;
-    try {
-      state = readDevState();
-    } catch (err) {
-      throw new UsageError(err instanceof Error ? err.message : String(err));
-    }
-    const result = await runDemo(state, {
-      from: values.from ?? 'v1.33.0',
-      to: values.to ?? 'v1.35.0',
-      inPlace: values['rolling-only'] !== true,
-      timeoutMs: parseWatchDuration('timeout', values.timeout, 60 * 60_000)!,
-      // With -o json the progress goes to stderr, the result alone to stdout.
-      write: (line) => (json ? console.error(line) : console.log(line)),
-    });
-    if (json) console.log(JSON.stringify(result, null, 2));
-    return 0;
-  }
+  if (command === 'demo')
+    // The demo drives `make dev`'s own management cluster: it is dev-only code (src/local), not in the image.
+    throw new UsageError('the demo runs from a checkout beside `make dev`: make demo, or bin/capi-upgrades demo');
   if (!['list', 'status', 'abort', 'resume', 'retry', 'history', 'rollout'].includes(command))
     throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   const rollout = command === 'rollout' ? { sub: target ?? '', name: positionals[2] } : undefined;

@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Client, Connection } from '@temporalio/client';
 import { CLUSTER_UPGRADE_MEMO_KEY, type ClusterUpgradeMemo } from '../../src/model/cluster-upgrade.ts';
-import type { DemoResult } from '../../src/cli/demo.ts';
+import type { DemoResult } from '../../src/local/demo.ts';
 import type { DevState } from '../../src/local/dev-state.ts';
 import { FREE_PORTS } from '../support/capi-tier.ts';
 
@@ -143,16 +143,12 @@ describe('make dev runs an upgrade through Cluster API on its own, and the demo 
 
       // The demo, as the banner says, from another shell.
       const started = Date.now();
-      const demo = await run(
-        process.execPath,
-        ['--disable-warning=ExperimentalWarning', join(ROOT, 'src/cli/capi-upgrades.ts'), 'demo', '-o', 'json'],
-        {
-          cwd: ROOT,
-          env: { ...process.env, CAPI_UO_DATA_DIR: dir, TEMPORAL_ADDRESS: state.temporalAddress },
-          maxBuffer: 16 << 20,
-          timeout: 40 * MINUTE,
-        },
-      );
+      const demo = await run(join(ROOT, 'bin/capi-upgrades'), ['demo', '-o', 'json'], {
+        cwd: ROOT,
+        env: { ...process.env, CAPI_UO_DATA_DIR: dir, TEMPORAL_ADDRESS: state.temporalAddress },
+        maxBuffer: 16 << 20,
+        timeout: 40 * MINUTE,
+      });
       console.log(`[make dev] demo: ${Math.round((Date.now() - started) / 1000)} s`);
       const result = JSON.parse(demo.stdout) as DemoResult;
       expect(demo.stderr).toContain('temporal workflow signal');

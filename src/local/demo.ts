@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import type { DevState } from '../local/dev-state.ts';
+import type { DevState } from './dev-state.ts';
 import {
   IN_MEMORY_CLASS,
   IN_PLACE_CONTROL_PLANE_PATCH,
@@ -17,10 +17,9 @@ import {
   inPlaceWorkersArgs,
   patchArgs,
   upgradeArgs,
-} from '../local/in-memory-samples.ts';
+} from './in-memory-samples.ts';
 import { policyKeys } from '../domain/policy-keys.ts';
 import { CLUSTER_UPGRADE_MEMO_KEY, type ClusterUpgradeMemo } from '../model/cluster-upgrade.ts';
-import { UsageError } from './operations.ts';
 
 const run = promisify(execFile);
 
@@ -53,6 +52,9 @@ interface Machine {
   status?: { nodeRef?: { name: string }; conditions?: Array<{ type: string; status: string }> };
 }
 
+/** A demo that cannot run as asked (bad flags, no embedded management cluster): said in one line, exit 2. */
+export class DemoUsageError extends Error {}
+
 const MINOR = /^v1\.(\d+)\.\d+$/;
 
 /** The version flags: both v1.<minor>.<patch>, the target ahead of the start. */
@@ -61,9 +63,9 @@ export function checkDemoVersions(from: string, to: string): void {
     ['--from', from],
     ['--to', to],
   ] as const)
-    if (!MINOR.test(v)) throw new UsageError(`${flag} ${v}: expected v1.<minor>.<patch>, e.g. v1.33.0`);
+    if (!MINOR.test(v)) throw new DemoUsageError(`${flag} ${v}: expected v1.<minor>.<patch>, e.g. v1.33.0`);
   if (Number(MINOR.exec(to)![1]) <= Number(MINOR.exec(from)![1]))
-    throw new UsageError(`--to ${to}: must be a later minor than --from ${from}`);
+    throw new DemoUsageError(`--to ${to}: must be a later minor than --from ${from}`);
 }
 
 function kubectl(state: NonNullable<DevState['management']>): Kube {
@@ -254,7 +256,7 @@ async function upgradeOne(
 export async function runDemo(state: DevState, opts: DemoOptions): Promise<DemoResult> {
   const m = state.management;
   if (!m)
-    throw new UsageError(
+    throw new DemoUsageError(
       'the demo needs make dev’s own management cluster: start `make dev` without MANAGEMENT=none or MANAGEMENT_KUBECONFIG',
     );
   checkDemoVersions(opts.from, opts.to);
