@@ -259,6 +259,15 @@ EOF
   "${km[@]}" apply --server-side --force-conflicts -f "$CAPI_CRDS_DIR" -f "$DEPLOY_CRDS_DIR" \
     -f "$ROOT/config/crd/nodeupgraderequests.yaml" >/dev/null
   "${km[@]}" wait --for condition=Established --timeout 60s crd --all >/dev/null
+  # Established is not served: until a CRD's storage is up, lists answer 429 "storage is
+  # (re)initializing", which a first test would meet.
+  local r
+  for r in clusters machines machinedeployments; do
+    for _ in $(seq 1 120); do
+      "${km[@]}" get --raw "/apis/cluster.x-k8s.io/v1beta2/$r?limit=1" >/dev/null 2>&1 && break
+      sleep 0.5
+    done
+  done
   log "Cluster API $CAPI_VERSION, cert-manager and ServiceMonitor CRDs established in $(( $(date +%s) - t ))s"
 
   if [ -n "${TESTBED_MANAGEMENT_ONLY:-}" ]; then

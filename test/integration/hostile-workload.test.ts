@@ -130,7 +130,7 @@ describe.each(Object.keys(readers))('%s against a hostile workload API server', 
       // Never a parse error quoting the tenant's bytes, never Temporal blamed.
       expect(message).not.toMatch(/Unexpected token|workflow service|is not valid JSON/);
       expect(Date.now() - started).toBeLessThan(15_000);
-      await until(() => hostile.openAnswers() === 0, 10_000, 'the hostile answers to be cut off');
+      await until(() => hostile.quietFor(1_000), 10_000, 'the hostile answers to be cut off, and no more asked');
     },
   );
 });

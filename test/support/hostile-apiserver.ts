@@ -51,6 +51,12 @@ export interface HostileApiServer {
   openSockets(): number;
   /** Answers started and not yet finished or cut off. */
   openAnswers(): number;
+  /**
+   * No answer open and none started or ended for `ms`: reads a caller left behind (a failed check
+   * does not wait for its other lists) have settled, and none still queued will be answered the
+   * next test's way and shared with it.
+   */
+  quietFor(ms: number): boolean;
   /** The most answers open at once so far. */
   mostOpenAnswers(): number;
   /** Bytes written to sockets that have closed, and to open ones. */
@@ -113,11 +119,16 @@ export async function startHostileApiServer(): Promise<HostileApiServer> {
   };
   let open = 0;
   let most = 0;
+  let lastActivity = Date.now();
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const path = new URL(req.url ?? '/', 'https://x').pathname;
     state.requests.push(path);
     most = Math.max(most, ++open);
-    res.on('close', () => open--);
+    lastActivity = Date.now();
+    res.on('close', () => {
+      open--;
+      lastActivity = Date.now();
+    });
     switch (state.answer) {
       case 'honest':
         res.writeHead(200, JSON_TYPE).end(honestList(path, 3));
@@ -180,6 +191,7 @@ export async function startHostileApiServer(): Promise<HostileApiServer> {
     },
     openSockets: () => sockets.size,
     openAnswers: () => open,
+    quietFor: (ms: number) => open === 0 && Date.now() - lastActivity >= ms,
     mostOpenAnswers: () => most,
     bytesSent: () => closedBytes + [...sockets].reduce((n, s) => n + s.bytesWritten, 0),
     kubeconfig: () =>
