@@ -29,7 +29,8 @@ async function createAvailableCluster(
     `cluster ${namespace}/${name} Available`,
     () => capi.condition(namespace, name, 'Available'),
     (c) => c?.status === 'True',
-    4 * MINUTE,
+    // A minute or two alone; a first fleet-rollout cluster took over 4 beside make-dev-demo.test.ts's stack.
+    8 * MINUTE,
   );
   const cluster = await capi.get('cluster', namespace, name);
   return { uid: cluster!.metadata.uid, workflowId: `cluster-upgrade/${namespace}/${name}/${cluster!.metadata.uid}` };

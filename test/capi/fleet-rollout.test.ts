@@ -32,7 +32,8 @@ describe('real Cluster API under a fleet rollout', () => {
           `cluster ${namespace}/${name} Available`,
           () => capi.condition(namespace, name, 'Available'),
           (c) => c?.status === 'True',
-          4 * MINUTE,
+          // A minute or two alone; a first fleet-rollout cluster took over 4 beside make-dev-demo.test.ts's stack.
+          8 * MINUTE,
         );
 
       const client = await capi.temporal();
