@@ -58,6 +58,21 @@ export function writeTestPki(file: string): void {
   writeFileSync(file, JSON.stringify(pki));
 }
 
+/**
+ * A serving certificate from the run's test CA (`testPki().ca`) for 127.0.0.1 and localhost
+ * plus the addresses and host names given: a local registry or mirror that nodes in
+ * containers reach on another address.
+ */
+export function testServingCertificate(names: { ipAddresses?: string[]; dnsNames?: string[] } = {}): PemPair {
+  const unique = (list: string[]) => [...new Set(list)];
+  return issueCertificate(testPki().ca, {
+    commonName: names.dnsNames?.[0] ?? names.ipAddresses?.[0] ?? 'localhost',
+    dnsNames: unique([...localhost.dnsNames, ...(names.dnsNames ?? [])]),
+    ipAddresses: unique([...localhost.ipAddresses, ...(names.ipAddresses ?? [])]),
+    usage: 'server',
+  });
+}
+
 let cached: TestPki | undefined;
 export function testPki(): TestPki {
   cached ??= JSON.parse(readFileSync(requireEnv('TEST_PKI_FILE'), 'utf8')) as TestPki;
