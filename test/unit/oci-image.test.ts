@@ -22,6 +22,8 @@ const entries: LayerEntry[] = [
   { type: 'dir', path: 'var/lib/empty', mode: 0o700, uid: 65532, gid: 65532 },
   { type: 'file', path: `${longDir}file`, data: Buffer.from('deep') },
   { type: 'file', path: `opt/${longName}`, data: Buffer.from('long'), uid: 1000, gid: 1001 },
+  { type: 'symlink', path: 'opt/far', target: `/${longDir}file` }, // a target longer than ustar's field
+  { type: 'file', path: 'opt/block', data: Buffer.alloc(512, 7) }, // exactly one block: no padding
 ];
 const spec: ImageSpec = {
   layers: [entries, [{ type: 'file', path: 'etc/motd', data: Buffer.from('top layer\n') }]],
@@ -53,6 +55,8 @@ describe('tar layers', () => {
     expect(byName.get('usr/')?.slice(0, 2)).toEqual(['drwxr-xr-x', '0/0']);
     expect(byName.get(`${longDir}file`)?.[2]).toBe('4');
     expect(byName.get(`opt/${longName}`)?.slice(0, 3)).toEqual(['-rw-r--r--', '1000/1001', '4']);
+    expect(byName.get('opt/far')?.slice(6)).toEqual(['->', `/${longDir}file`]);
+    expect(byName.get('opt/block')?.[2]).toBe('512');
     const names = listing.map((f) => f[5] ?? '');
     expect(names).toEqual([...names].sort());
     expect(names).toContain('opt/deep/');
@@ -62,6 +66,7 @@ describe('tar layers', () => {
     execFileSync('tar', ['-xzf', file, '-C', out]);
     expect(readFileSync(join(out, 'usr/bin/hello'), 'utf8')).toBe('#!/bin/sh\necho hi\n');
     expect(readFileSync(join(out, `opt/${longName}`), 'utf8')).toBe('long');
+    expect(readFileSync(join(out, 'opt/block')).equals(Buffer.alloc(512, 7))).toBe(true);
   });
 
   it('refuses a path outside the layer, twice the same path, and a file under a file', () => {
@@ -89,12 +94,30 @@ describe('images', () => {
     const changed = buildImage({
       ...spec,
       layers: [
-        [...entries.slice(0, 3), { type: 'file', path: `${longDir}file`, data: Buffer.from('deeP') }, entries[4]!],
+        entries.map((e) =>
+          e.type === 'file' && e.path === `${longDir}file` ? { ...e, data: Buffer.from('deeP') } : e,
+        ),
+        spec.layers[1]!,
       ],
     });
     expect(changed.manifest.digest).not.toBe(a.manifest.digest);
     expect(buildImage({ ...spec, mtime: 1 }).manifest.digest).not.toBe(a.manifest.digest);
     expect(buildImage({ ...spec, config: { ...spec.config, user: '0' } }).manifest.digest).not.toBe(a.manifest.digest);
+  });
+
+  it('gives an uncompressed image the digest it had when this test was written (no clock, no locale, no machine)', () => {
+    const image = buildImage({
+      layers: [
+        [
+          { type: 'file', path: 'bin/x', data: Buffer.from('x'), mode: 0o755 },
+          { type: 'symlink', path: 'x', target: 'bin/x' },
+        ],
+      ],
+      config: { entrypoint: ['/x'] },
+      compression: 'none',
+      mtime: 0,
+    });
+    expect(image.manifest.digest).toBe('sha256:6f8a863f0e2c723a2e9216ca3965ae9ae8e683cfa2f91a3e29ba0ce697e1597d');
   });
 
   it('writes gzip with a fixed header, and diff_ids that are the uncompressed tars', () => {
