@@ -1,0 +1,178 @@
+// What a container node holds besides the Debian root: the units that start containerd and
+// the kubelet (as the deb packages of a real node install them), containerd's
+// configuration (the CRI plugin, the CNI bridge, the local registry's CA), the CNI bridge's
+// configuration with the node's own pod CIDR, and the names of the node and the registry.
+// Pure: a list of files; container-node.ts writes them into the node's root.
+
+/** A file (or a symlink) at an absolute path inside the node. */
+export type NodeFile = { path: string; content: string; mode?: number } | { path: string; symlinkTo: string };
+
+export interface NodeFilesInput {
+  name: string;
+  ip: string;
+  podCidr: string;
+  /** `<host>:<port>` of the registry as nodes dial it (a name /etc/hosts maps to the site gateway). */
+  registry: { host: string; port: number; gateway: string; caPem: string };
+  /** The pause image kubeadm expects (containerd's sandbox image). */
+  sandboxImage: string;
+}
+
+const UNIT_DIR = '/etc/systemd/system';
+const WANTS = `${UNIT_DIR}/multi-user.target.wants`;
+
+/**
+ * A container shares the host's kernel: its cgroup controllers are mounted read-only and
+ * its /proc/sys is the host's. This unit makes the node's own cgroup subtree writable (its
+ * cgroup namespace starts there), makes /proc/sys/net writable (the node has its own
+ * network namespace), and shows the kubelet its kernel defaults (kernel.panic=10,
+ * kernel.panic_on_oops=1) through files bound over those keys, so the host's settings are
+ * never changed.
+ */
+const NODE_PREP_UNIT = `[Unit]
+Description=Container node preparation: writable cgroups and network settings, the kubelet's kernel defaults
+DefaultDependencies=no
+Before=containerd.service kubelet.service
+After=local-fs.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/capi-uo-node-prep
+
+[Install]
+WantedBy=multi-user.target
+`;
+
+const NODE_PREP_SCRIPT = `#!/bin/sh
+set -eu
+mount -o remount,rw /sys/fs/cgroup
+for c in /sys/fs/cgroup/*/; do
+  case "$c" in */unified/|*/systemd/) ;; *) mount -o remount,bind,rw "$c" ;; esac
+done
+mount --bind /proc/sys/net /proc/sys/net
+mount -o remount,bind,rw /proc/sys/net
+sysctl -qw net.ipv4.ip_forward=1
+for key in panic panic_on_oops; do
+  mount --bind "/etc/capi-uo/sysctl/$key" "/proc/sys/kernel/$key"
+done
+`;
+
+const CONTAINERD_UNIT = `[Unit]
+Description=containerd container runtime
+After=network.target capi-uo-node-prep.service
+Requires=capi-uo-node-prep.service
+
+[Service]
+ExecStart=/usr/local/bin/containerd
+Restart=always
+RestartSec=1
+Delegate=yes
+KillMode=process
+LimitNOFILE=infinity
+
+[Install]
+WantedBy=multi-user.target
+`;
+
+// As the kubelet deb package and kubeadm's drop-in install it on a real node.
+const KUBELET_UNIT = `[Unit]
+Description=kubelet: The Kubernetes Node Agent
+After=containerd.service
+Wants=containerd.service
+
+[Service]
+ExecStart=/usr/bin/kubelet
+Restart=always
+RestartSec=1
+StartLimitInterval=0
+
+[Install]
+WantedBy=multi-user.target
+`;
+
+const KUBEADM_DROP_IN = `[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+`;
+
+/**
+ * containerd 2.x (config version 3). cgroupfs, not SystemdCgroup: the host's cgroups are v1
+ * and systemd inside a container does not own the controllers. restrict_oom_score_adj:
+ * this host withholds CAP_SYS_RESOURCE even from root, so a pod's negative oom_score_adj
+ * (the kubelet asks -998 for sandboxes) is clamped to containerd's own instead of failing.
+ */
+function containerdConfig(sandboxImage: string): string {
+  return `version = 3
+
+[plugins.'io.containerd.cri.v1.images'.registry]
+  config_path = '/etc/containerd/certs.d'
+
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = '${sandboxImage}'
+
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+  SystemdCgroup = false
+
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  bin_dirs = ['/usr/lib/cni']
+  conf_dir = '/etc/cni/net.d'
+`;
+}
+
+function cniConfig(podCidr: string): string {
+  return JSON.stringify(
+    {
+      cniVersion: '1.0.0',
+      name: 'pods',
+      plugins: [
+        {
+          type: 'bridge',
+          bridge: 'cni0',
+          isGateway: true,
+          ipMasq: false,
+          hairpinMode: true,
+          ipam: { type: 'host-local', ranges: [[{ subnet: podCidr }]], routes: [{ dst: '0.0.0.0/0' }] },
+        },
+        { type: 'portmap', capabilities: { portMappings: true } },
+      ],
+    },
+    null,
+    2,
+  );
+}
+
+export function nodeFiles(input: NodeFilesInput): NodeFile[] {
+  const registry = `${input.registry.host}:${input.registry.port}`;
+  const units = ['capi-uo-node-prep', 'containerd', 'kubelet'];
+  return [
+    { path: '/etc/hostname', content: `${input.name}\n` },
+    {
+      path: '/etc/hosts',
+      content: `127.0.0.1 localhost\n${input.ip} ${input.name}\n${input.registry.gateway} ${input.registry.host}\n`,
+    },
+    // No name server: nothing resolves beyond /etc/hosts, and nothing leaves the site.
+    { path: '/etc/resolv.conf', content: '' },
+    { path: '/etc/capi-uo/sysctl/panic', content: '10\n' },
+    { path: '/etc/capi-uo/sysctl/panic_on_oops', content: '1\n' },
+    { path: '/usr/local/sbin/capi-uo-node-prep', content: NODE_PREP_SCRIPT, mode: 0o755 },
+    { path: `${UNIT_DIR}/capi-uo-node-prep.service`, content: NODE_PREP_UNIT },
+    { path: `${UNIT_DIR}/containerd.service`, content: CONTAINERD_UNIT },
+    { path: `${UNIT_DIR}/kubelet.service`, content: KUBELET_UNIT },
+    { path: `${UNIT_DIR}/kubelet.service.d/10-kubeadm.conf`, content: KUBEADM_DROP_IN },
+    ...units.map((u) => ({ path: `${WANTS}/${u}.service`, symlinkTo: `${UNIT_DIR}/${u}.service` })),
+    { path: '/etc/containerd/config.toml', content: containerdConfig(input.sandboxImage) },
+    {
+      path: `/etc/containerd/certs.d/${registry}/hosts.toml`,
+      content: `server = "https://${registry}"\n\n[host."https://${registry}"]\n  capabilities = ["pull", "resolve"]\n  ca = "/etc/containerd/certs.d/${registry}/ca.crt"\n`,
+    },
+    { path: `/etc/containerd/certs.d/${registry}/ca.crt`, content: input.registry.caPem },
+    { path: '/etc/cni/net.d/10-bridge.conflist', content: cniConfig(input.podCidr) },
+  ];
+}
