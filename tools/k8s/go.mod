@@ -1,8 +1,10 @@
 // Build-only module for the Kubernetes test bed binaries (kube-apiserver,
-// kube-controller-manager, kube-scheduler, kubectl). k8s.io/kubernetes cannot be
-// `go install`ed directly because its go.mod points the k8s.io/* staging modules
-// at ./staging; the replace directives below pin each of them to the published
-// v0.x release matching KUBE_VERSION. Used by scripts/tools-k8s.sh.
+// kube-controller-manager, kube-scheduler, kubectl) and, for the real-node tier,
+// the release its nodes start at (the same four plus kubeadm and kubelet).
+// k8s.io/kubernetes cannot be `go install`ed directly because its go.mod points
+// the k8s.io/* staging modules at ./staging; the replace directives below pin
+// each of them to the published v0.x release matching KUBE_VERSION. Used by
+// scripts/tools-k8s.sh and scripts/tools-nodes.sh.
 module github.com/capi-upgrade-orchestrator/tools/k8s
 
 go 1.26.0
@@ -16,6 +18,7 @@ require (
 	github.com/JeffAshton/win_pdh v0.0.0-20161109143554-76bb4ee9f0ab // indirect
 	github.com/MakeNowJust/heredoc v1.0.0 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
+	github.com/Microsoft/hnslib v0.1.2 // indirect
 	github.com/NYTimes/gziphandler v1.1.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -30,6 +33,8 @@ require (
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/containerd/ttrpc v1.2.7 // indirect
 	github.com/containerd/typeurl/v2 v2.2.3 // indirect
+	github.com/coredns/caddy v1.1.1 // indirect
+	github.com/coredns/corefile-migration v1.0.31 // indirect
 	github.com/coreos/go-oidc v2.5.0+incompatible // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
@@ -107,6 +112,7 @@ require (
 	go.etcd.io/etcd/client/pkg/v3 v3.6.8 // indirect
 	go.etcd.io/etcd/client/v3 v3.6.8 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/contrib/instrumentation/github.com/emicklei/go-restful/otelrestful v0.65.0 // indirect
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.65.0 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.65.0 // indirect
 	go.opentelemetry.io/otel v1.41.0 // indirect
@@ -152,6 +158,7 @@ require (
 	k8s.io/controller-manager v0.36.1 // indirect
 	k8s.io/cri-api v0.36.1 // indirect
 	k8s.io/cri-client v0.0.0 // indirect
+	k8s.io/cri-streaming v0.0.0 // indirect
 	k8s.io/csi-translation-lib v0.0.0 // indirect
 	k8s.io/dynamic-resource-allocation v0.36.1 // indirect
 	k8s.io/endpointslice v0.0.0 // indirect
@@ -169,6 +176,7 @@ require (
 	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/pod-security-admission v0.0.0 // indirect
 	k8s.io/streaming v0.36.1 // indirect
+	k8s.io/system-validators v1.12.1 // indirect
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.34.0 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
