@@ -105,22 +105,24 @@ kube_build() {
 # holds SPEC (a line naming every input: version, tags, linker flags), so a changed
 # input rebuilds. One caller builds at a time; the result is moved into place whole.
 cached_build() {
-  local dir="$1" spec="$2" label="$3" tmp
+  local dir="$1" spec="$2" label="$3" tmp hidden
   shift 3
+  hidden="$(dirname "$dir")/.$(basename "$dir")"
   [ "$(cat "$dir/.complete" 2>/dev/null)" = "$spec" ] && return 0
   (
     if command -v flock >/dev/null 2>&1; then flock 8; fi
     [ "$(cat "$dir/.complete" 2>/dev/null)" = "$spec" ] && exit 0
-    tmp="$(mktemp -d "$(dirname "$dir")/.$(basename "$dir").XXXXXX")"
+    tmp="$(mktemp -d "$hidden.XXXXXX")"
     log "building $label"
     if ! timed "$label" "$@" "$tmp"; then
       rm -rf "$tmp"
       die "building $label failed (see the output above)"
     fi
     printf '%s\n' "$spec" >"$tmp/.complete"
+    chmod 755 "$tmp" # mktemp's 700 would hide it from other users; what is inside keeps its modes
     rm -rf "$dir"
     mv "$tmp" "$dir"
-  ) 8>"$dir.lock" || exit 1
+  ) 8>"$hidden.lock" || exit 1
 }
 
 # etcd_build VERSION: makes sure $TOOLS/etcd-VERSION/etcd exists (static, from tools/etcd).
