@@ -5,6 +5,9 @@
 #   source scripts/env.sh            # node 24, npm deps, temporal CLI
 #   source scripts/env.sh --testbed  # also the Kubernetes test-bed binaries
 #   source scripts/env.sh --testbed --capi  # and the Cluster API managers (real-CAPI tier)
+#   source scripts/env.sh --nodes    # also what the real-node tier's nodes are made of
+#                                    # (scripts/tools-nodes.sh: both Kubernetes releases, etcd, containerd,
+#                                    # crictl, pause, registry, a Debian root file system; exports NODE_*, REGISTRY_BINARY)
 #   source scripts/env.sh --lint     # also shellcheck (Debian's package when root)
 #   source scripts/env.sh --alerts   # also Prometheus and Alertmanager (Debian's packages when root;
 #                                    # the alert gate's integration tests; exports PROMETHEUS_BIN, ALERTMANAGER_BIN)
@@ -190,16 +193,23 @@ _uo_capi() {
   eval "$out"
 }
 
+_uo_nodes() {
+  local out
+  out=$(bash scripts/tools-nodes.sh) || { _uo_die "building what the nodes are made of failed"; return 1; }
+  eval "$out"
+}
+
 _uo_main() {
-  local arg testbed="" capi="" lint="" production="" alerts=""
+  local arg testbed="" capi="" lint="" production="" alerts="" nodes=""
   for arg in "$@"; do
     case "$arg" in
       --testbed) testbed=1 ;;
       --capi) capi=1 ;;
+      --nodes) nodes=1 ;;
       --lint) lint=1 ;;
       --temporal-production) production=1 ;;
       --alerts) alerts=1 ;;
-      *) _uo_die "unknown option $arg (expected --testbed, --capi, --lint, --temporal-production, --alerts)"; return 1 ;;
+      *) _uo_die "unknown option $arg (expected --testbed, --capi, --nodes, --lint, --temporal-production, --alerts)"; return 1 ;;
     esac
   done
   _uo_capi_version="${CAPI_VERSION:-}"
@@ -210,6 +220,7 @@ _uo_main() {
   _uo_temporal || return 1
   if [ -n "$testbed" ] || [ -n "$capi" ]; then _uo_testbed || return 1; fi
   if [ -n "$capi" ]; then _uo_capi || return 1; fi
+  if [ -n "$nodes" ]; then _uo_nodes || return 1; fi
   if [ -n "$production" ]; then _uo_temporal_production || return 1; fi
 }
 

@@ -21,41 +21,22 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CACHE="${CAPI_UO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-upgrade-orchestrator}"
-TOOLS="$CACHE/tools"
+TOOLS_LOG=tools-k8s
+# shellcheck source=scripts/tools-lib.sh
+. "$ROOT/scripts/tools-lib.sh"
 
 # Versions. Kubernetes and etcd come from the go.mod files (single source of truth).
-KUBE_VERSION="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3 }' "$ROOT/tools/k8s/go.mod")"
-ETCD_VERSION="$(awk '$1 == "require" && $2 == "go.etcd.io/etcd/server/v3" { print $3 }' "$ROOT/tools/etcd/go.mod")"
+ETCD_VERSION="$(gomod_require tools/etcd go.etcd.io/etcd/server/v3)"
 KWOK_VERSION="v0.8.0"
 CAPI_VERSION="v1.14.2"
 CERT_MANAGER_VERSION="v1.19.1"
 PROMETHEUS_OPERATOR_VERSION="v0.85.0"
 
-log() { printf '[tools-k8s] %s\n' "$*" >&2; }
-die() { printf '[tools-k8s] error: %s\n' "$*" >&2; exit 1; }
+tool_args "$@"
 
-need_go() {
-  command -v go >/dev/null 2>&1 ||
-    die "'go' not found on PATH: install Go >= 1.26 (needed to build the Kubernetes test bed from the Go module proxy)"
-}
-
-ENV_FILE=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --env-file) ENV_FILE="${2:?--env-file needs a path}"; shift 2 ;;
-    --env-file=*) ENV_FILE="${1#*=}"; shift ;;
-    ensure) shift ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
-    *) die "unknown argument: $1" ;;
-  esac
-done
-
-[ -n "$KUBE_VERSION" ] || die "cannot read the k8s.io/kubernetes version from tools/k8s/go.mod"
+# The Kubernetes release, checked against every k8s.io/* staging replace.
+KUBE_VERSION="$(kube_version tools/k8s)"
 [ -n "$ETCD_VERSION" ] || die "cannot read the etcd version from tools/etcd/go.mod"
-# Every k8s.io/* staging replace must match the Kubernetes release (v1.X.Y -> v0.X.Y).
-bad_replaces="$(awk -v want="v0.${KUBE_VERSION#v1.}" '$2 == "=>" && $1 ~ /^k8s\.io\// && $4 != want { print $1 " " $4 }' "$ROOT/tools/k8s/go.mod")"
-[ -z "$bad_replaces" ] || die "tools/k8s/go.mod: replace versions do not match $KUBE_VERSION: $(printf '%s' "$bad_replaces" | tr '\n' ' ')"
 
 mkdir -p "$TOOLS"
 # Serialise concurrent callers (e.g. two test runs) so a cold build happens once.
@@ -71,38 +52,6 @@ KWOK_DIR="$TOOLS/kwok-$KWOK_VERSION"
 CRDS_DIR="$TOOLS/cluster-api-crds-$CAPI_VERSION"
 STAGES_DIR="$TOOLS/kwok-stages-$KWOK_VERSION"
 DEPLOY_CRDS_DIR="$TOOLS/deploy-crds-cert-manager-$CERT_MANAGER_VERSION-prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
-
-# --- helpers ---------------------------------------------------------------
-
-# on_path NAME VERSION_REGEX ARGS...: prints the PATH binary when `NAME ARGS` output matches.
-on_path() {
-  local name="$1" re="$2" bin out
-  shift 2
-  bin="$(command -v "$name" 2>/dev/null)" || return 1
-  out="$("$bin" "$@" 2>&1 | head -n 3)" || return 1
-  printf '%s' "$out" | grep -Eq "$re" || return 1
-  printf '%s\n' "$bin"
-}
-
-mod_dir() { # mod_dir MODULE@VERSION: downloads a module, prints its directory
-  local dir
-  dir="$(cd "$TOOLS" && GOFLAGS='' go mod download -json "$1" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
-  if [ -z "$dir" ] || [ ! -d "$dir" ]; then die "go mod download $1 gave no module directory"; fi
-  printf '%s\n' "$dir"
-}
-
-timed() { # timed LABEL CMD...: runs CMD, logs the wall time
-  local label="$1" start rc=0
-  shift
-  start=$(date +%s)
-  "$@" || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    log "$label failed after $(( $(date +%s) - start ))s"
-    return "$rc"
-  fi
-  log "$label done in $(( $(date +%s) - start ))s"
-}
 
 # --- Kubernetes: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl ---
 
@@ -127,27 +76,8 @@ for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
 done
 
 if [ ${#kube_missing[@]} -gt 0 ]; then
-  need_go
-  # Plain builds report v0.0.0-master, which kwokctl rejects: stamp the release.
-  vars=""
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    vars+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$KUBE_MINOR -X $pkg.gitTreeState=clean"
-  done
-  pkgs=()
-  for b in "${kube_missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
-  tmp="$(mktemp -d "$TOOLS/.kubernetes-$KUBE_VERSION.XXXXXX")"
-  log "building Kubernetes $KUBE_VERSION: ${kube_missing[*]} (cold: several minutes)"
-  if ! timed "Kubernetes build" env CGO_ENABLED=0 go build -C "$ROOT/tools/k8s" -trimpath \
-      -ldflags "-s -w$vars" -o "$tmp/" "${pkgs[@]}"; then
-    rm -rf "$tmp"
-    die "building Kubernetes $KUBE_VERSION failed (see the go output above)"
-  fi
-  mkdir -p "$KUBE_DIR"
-  for b in "${kube_missing[@]}"; do
-    mv -f "$tmp/$b" "$KUBE_DIR/$b"
-    KPATH[$b]="$KUBE_DIR/$b"
-  done
-  rm -rf "$tmp"
+  kube_build tools/k8s "$KUBE_VERSION" "${kube_missing[@]}"
+  for b in "${kube_missing[@]}"; do KPATH[$b]="$KUBE_DIR/$b"; done
 fi
 
 # --- etcd ---------------------------------------------------------------------
@@ -157,17 +87,7 @@ if [ -x "$ETCD_DIR/etcd" ]; then
 elif p="$(on_path etcd "etcd Version: 3\.6\." --version)"; then
   ETCD_BIN="$p"
 else
-  need_go
-  tmp="$(mktemp -d "$TOOLS/.etcd-$ETCD_VERSION.XXXXXX")"
-  log "building etcd $ETCD_VERSION"
-  if ! timed "etcd build" env CGO_ENABLED=0 go build -C "$ROOT/tools/etcd" -trimpath \
-      -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3; then
-    rm -rf "$tmp"
-    die "building etcd $ETCD_VERSION failed (see the go output above)"
-  fi
-  mkdir -p "$ETCD_DIR"
-  mv -f "$tmp/etcd" "$ETCD_DIR/etcd"
-  rm -rf "$tmp"
+  etcd_build "$ETCD_VERSION"
   ETCD_BIN="$ETCD_DIR/etcd"
 fi
 
@@ -280,7 +200,6 @@ fi
 
 # --- output -------------------------------------------------------------------
 
-q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 out="$(
   echo "export KUBE_VERSION=$(q "$KUBE_VERSION")"
   echo "export KWOK_KUBE_APISERVER_BINARY=$(q "${KPATH[kube-apiserver]}")"
@@ -296,8 +215,4 @@ out="$(
   echo "export CAPI_CRDS_DIR=$(q "$CRDS_DIR")"
   echo "export DEPLOY_CRDS_DIR=$(q "$DEPLOY_CRDS_DIR")"
 )"
-if [ -n "$ENV_FILE" ]; then
-  mkdir -p "$(dirname "$ENV_FILE")"
-  printf '%s\n' "$out" >"$ENV_FILE"
-fi
-printf '%s\n' "$out"
+print_exports "$out"
