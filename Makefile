@@ -7,7 +7,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 JEST := node --experimental-vm-modules --no-warnings=ExperimentalWarning node_modules/jest/bin/jest.js
 
-.PHONY: help dev demo env test release test-unit test-workflow test-e2e test-integration test-capi test-production lint build bench bench-fleet bench-vs-go bench-machine-updates chaos clean check-fresh
+.PHONY: help dev demo env test release test-unit test-workflow test-e2e test-integration test-capi test-production test-nodes lint build bench bench-fleet bench-vs-go bench-machine-updates chaos clean check-fresh
 
 # Every target is listed here (test/unit/make-help.test.ts checks it, and that the README names only these).
 help:
@@ -24,6 +24,7 @@ help:
 	@echo "make test-integration  the integration tier only (starts the Kubernetes test bed, Prometheus and Alertmanager)"
 	@echo "make test-capi  the real-CAPI tier only: Cluster API's controllers drive the extension (CAPI_VERSION=v1.13.6 CAPI_TEST_VERSION=v1.13.7: another release, docs/compatibility.md)"
 	@echo "make test-production  the production-Temporal tier only: Temporal's services on PostgreSQL, 2 api + 2 worker processes"
+	@echo "make test-nodes  the real-node tier only: kubeadm clusters on container nodes (systemd-nspawn, containerd, kubelet) upgraded in place by the job executor (root)"
 	@echo "make release VERSION=vX.Y.Z [IMAGE=registry/name]  release assets in out/: clusterctl components, metadata.yaml, notes from CHANGELOG.md's [Unreleased], checksums (docs/release.md)"
 	@echo "make check-fresh  make test from a fresh clone of HEAD with empty tool and Go module caches (as a new machine)"
 	@echo "make bench      hook server latency/throughput benchmark"
@@ -49,7 +50,7 @@ env:
 	  printf 'export PATH=%q:"$$PATH"\n' "$(CURDIR)/bin:$$(dirname "$$(command -v node)"):$$(dirname "$$TEMPORAL_CLI"):$$(dirname "$$KUBECTL"):$$(dirname "$$CLUSTERCTL_BINARY")"
 
 test:
-	@source scripts/env.sh --lint --testbed --capi --temporal-production --alerts && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
+	@source scripts/env.sh --lint --testbed --capi --temporal-production --alerts --nodes && npm run --silent lint && npm run --silent typecheck && $(JEST) --ci
 
 # kubectl's built-in kustomize renders config/release (the test-bed tools provide kubectl).
 release:
@@ -96,6 +97,9 @@ test-integration:
 
 test-production:
 	@source scripts/env.sh --testbed --temporal-production && $(JEST) --ci --selectProjects production
+
+test-nodes:
+	@source scripts/env.sh --testbed --nodes && $(JEST) --ci --selectProjects nodes
 
 # One scenario: make test-capi CAPI_TEST='abort between steps'
 test-capi:

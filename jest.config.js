@@ -1,4 +1,4 @@
-// Six tiers, one jest project each. Services a tier needs (Temporal dev
+// Seven tiers, one jest project each. Services a tier needs (Temporal dev
 // server, prebuilt workflow bundle, Kubernetes test bed, Cluster API's
 // managers with the extension as `make dev` runs it) are started once per run
 // by test/support/global-setup.ts, only for the tiers selected.
@@ -26,6 +26,7 @@ export default {
     project('e2e'),
     project('capi'),
     project('production'),
+    project('nodes'),
   ],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',

@@ -193,11 +193,31 @@ _uo_capi() {
   eval "$out"
 }
 
+# _uo_apt_install PACKAGE WHY: installs a Debian package as root, else fails naming it and WHY.
+_uo_apt_install() {
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    _uo_log "installing $1 from Debian's packages"
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1" >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1" >/dev/null 2>&1; }; } ||
+      { _uo_die "apt-get install $1 failed"; return 1; }
+  else
+    _uo_die "$2: install it (Debian/Ubuntu: apt-get install $1)"
+    return 1
+  fi
+}
+
 _uo_nodes() {
   local out
+  # The node host (systemd-nspawn), the relays into the nodes' network (socat) and the job
+  # executor image's userland: busybox-static (Debian's busybox is the same path, dynamic).
+  command -v systemd-nspawn >/dev/null || _uo_apt_install systemd-container "systemd-nspawn not found" || return 1
+  command -v socat >/dev/null || _uo_apt_install socat "socat not found" || return 1
+  { [ -x /bin/busybox ] && ! head -c 4096 /bin/busybox | grep -q ld-linux; } ||
+    _uo_apt_install busybox-static "a static /bin/busybox is needed for the job executor's image" || return 1
   out=$(bash scripts/tools-nodes.sh) || { _uo_die "building what the nodes are made of failed"; return 1; }
   eval "$out"
 }
+
 
 _uo_main() {
   local arg testbed="" capi="" lint="" production="" alerts="" nodes=""

@@ -43,7 +43,7 @@ NODE_SUITE="bookworm"
 # /usr/lib/cni, Debian's place) wire their network.
 NODE_PACKAGES="systemd systemd-sysv dbus runc containernetworking-plugins conntrack socat iptables
 iproute2 nftables ca-certificates procps util-linux mount kmod ethtool ebtables less"
-KUBE_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubeadm kubelet kubectl)
+KUBE_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubeadm kubelet kubectl)
 
 tool_args "$@"
 
@@ -107,6 +107,21 @@ build_registry() {
 }
 REGISTRY_DIR="$TOOLS/registry-$REGISTRY_VERSION"
 cached_build "$REGISTRY_DIR" "registry $REGISTRY_VERSION" "registry $REGISTRY_VERSION" build_registry
+
+# CoreDNS with kubeadm's plugins only (tools/coredns/main.go), once per kubeadm release:
+# from.mod pins the version the starting release deploys, go.mod the target's.
+COREDNS_FROM="$(awk '$1 == "require" && $2 == "github.com/coredns/coredns" { print $3 }' "$ROOT/tools/coredns/from.mod")"
+COREDNS_TO="$(gomod_require tools/coredns github.com/coredns/coredns)"
+{ [ -n "$COREDNS_FROM" ] && [ -n "$COREDNS_TO" ]; } || die "cannot read the CoreDNS versions from tools/coredns/{from.mod,go.mod}"
+COREDNS_KEY="$(sha256sum <"$ROOT/tools/coredns/main.go" | cut -c1-8)"
+build_coredns() { # build_coredns MODFILE OUT
+  need_go
+  env CGO_ENABLED=0 go build -C "$ROOT/tools/coredns" -modfile "$1" -trimpath -ldflags "-s -w" -o "$2/coredns" .
+}
+for _v in "from.mod:$COREDNS_FROM" "go.mod:$COREDNS_TO"; do
+  cached_build "$TOOLS/coredns-${_v#*:}-$COREDNS_KEY" "coredns ${_v#*:} $COREDNS_KEY" "CoreDNS ${_v#*:}" \
+    build_coredns "${_v%%:*}"
+done
 
 build_pause() {
   need_go
@@ -198,5 +213,9 @@ out="$(
   echo "export NODE_PAUSE_BINARY=$(q "$PAUSE_DIR/pause")"
   echo "export REGISTRY_BINARY=$(q "$REGISTRY_DIR/registry")"
   echo "export NODE_ROOTFS_DIR=$(q "$ROOTFS_DIR/rootfs")"
+  echo "export NODE_COREDNS_FROM_VERSION=$(q "$COREDNS_FROM")"
+  echo "export NODE_COREDNS_FROM_BINARY=$(q "$TOOLS/coredns-$COREDNS_FROM-$COREDNS_KEY/coredns")"
+  echo "export NODE_COREDNS_TO_VERSION=$(q "$COREDNS_TO")"
+  echo "export NODE_COREDNS_TO_BINARY=$(q "$TOOLS/coredns-$COREDNS_TO-$COREDNS_KEY/coredns")"
 )"
 print_exports "$out"

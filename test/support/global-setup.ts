@@ -27,7 +27,7 @@ declare global {
 }
 
 export default async function globalSetup(): Promise<void> {
-  const selected = selectedProjects(process.argv) ?? ['unit', 'workflow', 'integration', 'e2e', 'capi', 'production'];
+  const selected = selectedProjects(process.argv) ?? ['unit', 'workflow', 'integration', 'e2e', 'capi', 'production', 'nodes'];
   const dir = mkdtempSync(join(tmpdir(), 'capi-uo-test-'));
   globalThis.__capiTestServices = { dir };
   // Every temp dir a test or the tools it runs makes (tmpdir(), mktemp, Go's os.TempDir) lands
@@ -55,7 +55,8 @@ export default async function globalSetup(): Promise<void> {
           logger: quietLogger,
         })
       : Promise.resolve(undefined),
-    selected.includes('integration')
+    // The real-node tier keeps its Clusters and Machines in the same management test bed.
+    selected.includes('integration') || selected.includes('nodes')
       ? startTestbed(join(dir, 'testbed')).then((testbedJson) => {
           globalThis.__capiTestServices!.testbed = join(dir, 'testbed');
           process.env.TESTBED_STATE = testbedJson;
@@ -133,7 +134,7 @@ async function startTestbed(state: string): Promise<string> {
   const missing = TESTBED_BINARIES.filter((name) => !process.env[name]);
   if (missing.length > 0) {
     throw new Error(
-      `the integration, capi and production tiers need the Kubernetes test bed, but ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} ` +
+      `the integration, nodes, capi and production tiers need the Kubernetes test bed, but ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} ` +
         'not set: run them with `make test`, `make test-integration`, `make test-capi` or `make test-production`, or `source scripts/env.sh --testbed --capi --temporal-production` first',
     );
   }

@@ -14,4 +14,4 @@ export function requireEnv(name: keyof TestServicesEnv | string): string {
 }
 
 /** Tiers that need a Temporal dev server. */
-export const temporalTiers = ['workflow', 'e2e', 'integration'];
+export const temporalTiers = ['workflow', 'e2e', 'integration', 'nodes'];

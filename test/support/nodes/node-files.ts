@@ -157,8 +157,9 @@ export function nodeFiles(input: NodeFilesInput): NodeFile[] {
       path: '/etc/hosts',
       content: `127.0.0.1 localhost\n${input.ip} ${input.name}\n${input.registry.gateway} ${input.registry.host}\n`,
     },
-    // No name server: nothing resolves beyond /etc/hosts, and nothing leaves the site.
-    { path: '/etc/resolv.conf', content: '' },
+    // The site's name server is the gateway, where nothing answers: nothing resolves beyond
+    // /etc/hosts, at once (CoreDNS refuses to start without a name server to forward to).
+    { path: '/etc/resolv.conf', content: `nameserver ${input.registry.gateway}\noptions timeout:1 attempts:1\n` },
     { path: '/etc/capi-uo/sysctl/panic', content: '10\n' },
     { path: '/etc/capi-uo/sysctl/panic_on_oops', content: '1\n' },
     { path: '/usr/local/sbin/capi-uo-node-prep', content: NODE_PREP_SCRIPT, mode: 0o755 },

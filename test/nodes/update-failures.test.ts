@@ -1,0 +1,225 @@
+// Scenarios (c), (d) and (e) of the real-node tier: what a real node and what CAPI see when
+// the `job` executor's update fails on a wrong pinned checksum, is aborted while kubeadm
+// runs, or loses its node to a reboot while the Job runs. A cluster each (kubeadm init and
+// join take seconds here), one after another.
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startCapiDriver, type Answer, type CapiDriver } from '../support/nodes/capi-driver.ts';
+import type { ClusterNodeSpec, KubeadmCluster } from '../support/nodes/kubeadm-cluster.ts';
+import { startNodeSite, type NodeSite } from '../support/nodes/node-site.ts';
+import { observeWorkload } from '../support/nodes/workload-watch.ts';
+
+const MINUTE = 60_000;
+const CP = 'cp';
+const WORKER = 'w1';
+const BINARIES = '/usr/bin/kubeadm /usr/bin/kubelet /usr/bin/kubectl';
+
+let dir: string;
+let site: NodeSite;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'capi-uo-nodes-'));
+  site = await startNodeSite(dir);
+}, 5 * MINUTE);
+
+afterAll(async () => {
+  await site?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+}, 5 * MINUTE);
+
+/** A cluster and a driver for one scenario; `checksumsFile` replaces the site's pinned checksums. */
+async function scenario(nodes: readonly ClusterNodeSpec[], checksumsFile = site.checksumsFile) {
+  const cluster = await site.cluster(nodes);
+  let driver: CapiDriver | undefined;
+  try {
+    driver = await startCapiDriver({
+      workloadKubeconfig: cluster.kubeconfig,
+      clusterName: 'real',
+      nodes: nodes.map((n) => ({ name: n.name, role: n.role, version: site.tools.from.version })),
+      job: { image: site.images.jobImage, binarySource: site.binarySource, checksumsFile },
+    });
+  } catch (err) {
+    await cluster.stop();
+    throw err;
+  }
+  const kubectl = (args: string) => cluster.nodes[CP]!.sh(`kubectl --kubeconfig /etc/kubernetes/admin.conf ${args}`);
+  const stop = async () => {
+    await driver!.stop();
+    await cluster.stop();
+  };
+  return { cluster, driver, kubectl, stop };
+}
+
+/** The log lines of the node-upgrade Job's pods on the workload cluster so far. */
+async function jobLog(kubectl: (args: string) => Promise<string>): Promise<string> {
+  return kubectl('logs -n kube-system -l app.kubernetes.io/managed-by=capi-upgrade-orchestrator --tail=-1').catch(() => '');
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 5 * MINUTE): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(250);
+  }
+}
+
+describe('(c) a wrong pinned checksum', () => {
+  let answers: Answer[];
+  let before: string;
+  let after: string;
+  let kubelet: string;
+  let log: string;
+
+  beforeAll(async () => {
+    const to = site.tools.to.version;
+    // The site's checksums with the target kubelet's digest changed by one digit.
+    const wrong = join(dir, 'checksums-wrong.yaml');
+    writeFileSync(
+      wrong,
+      readFileSync(site.checksumsFile, 'utf8').replace(new RegExp(`^(${to}/amd64/kubelet: )(.)`, 'm'), (_m, key: string, c: string) =>
+        `${key}${c === '0' ? '1' : '0'}`,
+      ),
+    );
+    const s = await scenario([{ name: CP, role: 'control-plane' }], wrong);
+    try {
+      before = await s.cluster.nodes[CP]!.sh(`sha256sum ${BINARIES}`);
+      answers = await s.driver.updateMachine(CP, to);
+      after = await s.cluster.nodes[CP]!.sh(`sha256sum ${BINARIES}`);
+      kubelet = await s.cluster.nodes[CP]!.sh('kubelet --version && systemctl is-active kubelet');
+      log = await jobLog(s.kubectl);
+    } finally {
+      await s.stop();
+    }
+  }, 15 * MINUTE);
+
+  it('fails the update naming the binary', () => {
+    const last = answers.at(-1)!;
+    expect(last.status).toBe('Failure');
+    expect(last.message).toMatch(/kubelet/);
+    expect(log).toMatch(/checksum[\s\S]*kubelet|kubelet[\s\S]*checksum/i);
+  });
+
+  it('changed nothing on the node: the same binaries, the old kubelet still running', () => {
+    expect(after).toBe(before);
+    expect(kubelet).toContain(`Kubernetes ${site.tools.from.version}`);
+    expect(kubelet).toMatch(/^active$/m);
+  });
+});
+
+describe('(d) abort while kubeadm upgrade runs', () => {
+  let aborted: Answer;
+  let node: { unschedulable?: boolean; annotations: Record<string, string>; failed?: string };
+  let stopLog: string[];
+  let finished: Answer[];
+  let kubelet: string;
+
+  beforeAll(async () => {
+    const to = site.tools.to.version;
+    const s = await scenario([{ name: CP, role: 'control-plane' }]);
+    try {
+      const first = await s.driver.sendOnce(CP, to);
+      expect(first.status).toBe('Success');
+      // CAPI keeps calling while kubeadm upgrades the control plane; abort once kubeadm runs.
+      await waitFor('kubeadm upgrade apply to start in the Job', async () => {
+        await s.driver.sendOnce(CP, to);
+        return /kubeadm upgrade apply/.test(await jobLog(s.kubectl)) ? true : undefined;
+      });
+      await sleep(5_000);
+      await s.driver.abort(CP, to, 'operator: stop now');
+      aborted = await waitFor('the abort to reach UpdateMachine', async () => {
+        const a = await s.driver.sendOnce(CP, to);
+        return a.status === 'Failure' ? a : undefined;
+      });
+      const n = JSON.parse(await s.kubectl(`get node ${CP} -o json`)) as {
+        spec: { unschedulable?: boolean };
+        metadata: { annotations: Record<string, string> };
+        status: { conditions: { type: string; status: string }[] };
+      };
+      node = {
+        unschedulable: n.spec.unschedulable,
+        annotations: n.metadata.annotations,
+        failed: n.status.conditions.find((c) => c.type === 'InPlaceUpdateFailed')?.status,
+      };
+      // The executor's last words: the stopNodeUpgrade activity's result in the run's history.
+      const id = await s.driver.workflowId(CP, to);
+      const history = await s.driver.client.workflow.getHandle(id).fetchHistory();
+      stopLog = JSON.stringify(history).match(/\[node-upgrade\][^"\\]*/g) ?? [];
+      // The way out for the same desired spec (docs/in-place-recovery.md): delete the run;
+      // CAPI's next call starts a new one, which takes the node over and re-runs kubeadm.
+      await s.driver.client.workflowService.deleteWorkflowExecution({
+        namespace: s.driver.client.options.namespace,
+        workflowExecution: { workflowId: id },
+      });
+      finished = await s.driver.updateMachine(CP, to);
+      kubelet = await s.cluster.nodes[CP]!.sh('kubelet --version');
+    } finally {
+      await s.stop();
+    }
+  }, 20 * MINUTE);
+
+  it('answers the abort, and keeps the node cordoned and marked InPlaceUpdateFailed', () => {
+    expect(aborted.message).toMatch(/aborted after the node upgrade started: node cp stays cordoned and marked InPlaceUpdateFailed/);
+    expect(node.unschedulable).toBe(true);
+    expect(node.annotations['upgrades.capi-orchestrator.io/update-failed']).toBeDefined();
+    expect(node.failed).toBe('True');
+  });
+
+  it("keeps the Job's last log lines in the run's history", () => {
+    expect(stopLog.some((l) => l.includes('kubeadm upgrade apply'))).toBe(true);
+  });
+
+  it('finishes the upgrade on a new UpdateMachine for the same spec (kubeadm upgrade apply again)', () => {
+    expect(finished.at(-1)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect(kubelet).toContain(`Kubernetes ${site.tools.to.version}`);
+  });
+});
+
+describe('(e) a worker reboot while its Job runs', () => {
+  let answers: Answer[];
+  let kubelet: string;
+  let samples: { node: string; at: number; unschedulable: boolean; ready: boolean }[];
+  let rebootedAt: number;
+
+  beforeAll(async () => {
+    const to = site.tools.to.version;
+    const s = await scenario([
+      { name: CP, role: 'control-plane' },
+      { name: WORKER, role: 'worker' },
+    ]);
+    const watch = observeWorkload(s.cluster.kubeconfig);
+    try {
+      expect((await s.driver.updateMachine(CP, to)).at(-1)).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+      const updating = s.driver.updateMachine(WORKER, to);
+      await waitFor('the worker\'s Job to run its script', async () =>
+        /mode=node/.test(await jobLog(s.kubectl)) ? true : undefined,
+      );
+      // A power cut: systemd, containerd, the kubelet and every pod die at once; then it boots.
+      rebootedAt = Date.now();
+      await s.cluster.nodes[WORKER]!.kill();
+      await s.cluster.nodes[WORKER]!.start();
+      answers = await updating;
+      kubelet = await s.cluster.nodes[WORKER]!.sh('kubelet --version');
+    } finally {
+      samples = (await watch.stop()).nodes;
+      await s.stop();
+    }
+  }, 25 * MINUTE);
+
+  it('never reports success with the old kubelet', () => {
+    const last = answers.at(-1)!;
+    if (last.status === 'Success') expect(kubelet).toContain(`Kubernetes ${site.tools.to.version}`);
+    else expect(last.status).toBe('Failure');
+  });
+
+  it('never uncordons the worker while it is not Ready', () => {
+    const worker = samples.filter((x) => x.node === WORKER && x.at >= rebootedAt);
+    expect(worker.length).toBeGreaterThan(10);
+    // Once cordoned for the update, every sample that shows it schedulable again shows it Ready.
+    expect(worker.filter((x) => !x.unschedulable && !x.ready)).toEqual([]);
+  });
+});
