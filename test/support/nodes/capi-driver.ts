@@ -329,6 +329,15 @@ export async function startCapiDriver(o: DriverOptions): Promise<CapiDriver> {
     }),
   });
   const running = worker.run();
+  /** The worker, the Temporal connections, the management namespace. */
+  const release = async () => {
+    upgradeWatch.close();
+    worker.shutdown();
+    await running;
+    await connection.close();
+    await closeClient();
+    await mg.core.deleteNamespace({ name: namespace }).catch(() => undefined);
+  };
   let hooks: TestHookServer;
   try {
     hooks = await startTestHookServer({
@@ -339,12 +348,7 @@ export async function startCapiDriver(o: DriverOptions): Promise<CapiDriver> {
       }),
     });
   } catch (err) {
-    upgradeWatch.close();
-    worker.shutdown();
-    await running;
-    await connection.close();
-    await closeClient();
-    await mg.core.deleteNamespace({ name: namespace }).catch(() => undefined);
+    await release();
     throw err;
   }
 
@@ -503,12 +507,7 @@ export async function startCapiDriver(o: DriverOptions): Promise<CapiDriver> {
         );
         if (status === 'RUNNING') await handle.terminate('CAPI driver stopped');
       }
-      upgradeWatch.close();
-      worker.shutdown();
-      await running;
-      await connection.close();
-      await closeClient();
-      await mg.core.deleteNamespace({ name: namespace }).catch(() => undefined);
+      await release();
     },
   };
 }
