@@ -15,7 +15,7 @@ export function ownedTempDir(prefix: string, parent = tmpdir()): string {
   return dir;
 }
 
-function alive(pid: number): boolean {
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

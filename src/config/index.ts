@@ -86,6 +86,8 @@ export interface NodeUpgradeJobSettings {
   checksumsFile?: string;
   /** Pre-staged binaries (air-gapped), mounted read-only into the Job. */
   binaryVolume?: BinaryVolume;
+  /** kubeadm preflight checks `kubeadm upgrade` ignores on every node (e.g. SystemVerification on cgroup v1). */
+  ignorePreflightErrors?: string[];
 }
 
 export class ConfigError extends Error {
@@ -141,10 +143,17 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     const volume = volumeText ? parseBinaryVolume(volumeText, allowUnpinned) : undefined;
     if (volume && !volume.ok)
       read.problems.push(`NODE_UPGRADE_BINARY_VOLUME=${JSON.stringify(volumeText)}: ${volume.problem}`);
+    const ignoreText = read.env.NODE_UPGRADE_KUBEADM_IGNORE_PREFLIGHT_ERRORS || undefined;
+    const ignorePreflightErrors = ignoreText?.split(',').map((c) => c.trim());
+    if (ignorePreflightErrors?.some((c) => !/^[A-Za-z0-9][A-Za-z0-9.-]*$/.test(c)))
+      read.problems.push(
+        `NODE_UPGRADE_KUBEADM_IGNORE_PREFLIGHT_ERRORS=${JSON.stringify(ignoreText)}: expected comma-separated kubeadm preflight check names (e.g. SystemVerification)`,
+      );
     return {
       image,
       ...(binarySource ? { binarySource } : {}),
       allowHttpBinarySource,
+      ...(ignorePreflightErrors ? { ignorePreflightErrors } : {}),
       ...(checksumsFile ? { checksumsFile } : {}),
       ...(volume?.ok ? { binaryVolume: volume.volume } : {}),
     };

@@ -999,7 +999,7 @@ describe('upgradeNode (job)', () => {
       { name: 'KUBECTL_SHA256', value: testDigest(NEW, 'kubectl') },
     ]);
     expect(pod?.containers[0]?.args?.[0]).toMatch(/^#!\/bin\/sh\n# upgrade-node\.sh/);
-    expect(pod?.containers[0]?.args?.[0]).toContain('SCRIPT_VERSION=2');
+    expect(pod?.containers[0]?.args?.[0]).toContain('SCRIPT_VERSION=3');
     // Idempotent by name: a retry finds the completed Job.
     expect(await upgrade({ nodeName: j, requestName: `${j}-h1`, executor: 'job', timeoutMs: 60_000 })).toEqual(result);
     expect(

@@ -8,6 +8,7 @@ import { startDevServer, type DevServer } from '../../src/local/temporal-dev-ser
 import { startProductionTemporal, type ProductionTemporal } from '../../src/local/temporal-production.ts';
 import { startAlerting, type Alerting } from './alerting.ts';
 import { startCapiTier, type CapiTier } from './capi-tier.ts';
+import { reapOrphanedNodes } from './nodes/reap.ts';
 import { writeTestPki } from './pki.ts';
 import { temporalTiers } from './services.ts';
 
@@ -27,7 +28,15 @@ declare global {
 }
 
 export default async function globalSetup(): Promise<void> {
-  const selected = selectedProjects(process.argv) ?? ['unit', 'workflow', 'integration', 'e2e', 'capi', 'production', 'nodes'];
+  const selected = selectedProjects(process.argv) ?? [
+    'unit',
+    'workflow',
+    'integration',
+    'e2e',
+    'capi',
+    'production',
+    'nodes',
+  ];
   const dir = mkdtempSync(join(tmpdir(), 'capi-uo-test-'));
   globalThis.__capiTestServices = { dir };
   // Every temp dir a test or the tools it runs makes (tmpdir(), mktemp, Go's os.TempDir) lands
@@ -38,6 +47,8 @@ export default async function globalSetup(): Promise<void> {
   process.env.TMPDIR = scratch;
   process.env.TEST_PKI_FILE = join(dir, 'pki.json');
   writeTestPki(process.env.TEST_PKI_FILE);
+  // Nodes a killed run left (its teardown never ran) hold cgroups, mounts and namespaces.
+  if (selected.includes('nodes')) await reapOrphanedNodes();
   const needsTemporal = selected.some((p) => temporalTiers.includes(p));
   const needsCapi = selected.includes('capi');
   const needsProduction = selected.includes('production');

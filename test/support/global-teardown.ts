@@ -1,10 +1,15 @@
 import { execFile } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { reapOrphanedNodes } from './nodes/reap.ts';
 
 export default async function globalTeardown(): Promise<void> {
   const services = globalThis.__capiTestServices;
   if (!services) return;
   globalThis.__capiTestServices = undefined;
+  // The real-node tier's test processes have exited: whatever of their nodes is left (a
+  // test's teardown that did not run) is taken down, and named.
+  const leftNodes = await reapOrphanedNodes().catch((err: Error) => [`(reaping failed: ${err.message})`]);
+  if (leftNodes.length > 0) console.error(`took down node namespaces a test left: ${leftNodes.join(', ')}`);
   // CAPI's managers and the extension first: they talk to the test bed.
   await services.capi?.stop();
   await Promise.allSettled([

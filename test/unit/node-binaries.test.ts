@@ -65,6 +65,16 @@ describe('NODE_UPGRADE_* settings', () => {
     expect(binarySourceProblem('file://host/dir', false)).toBe('must be file:///<absolute directory>');
   });
 
+  it('takes the kubeadm preflight checks to ignore, names only', () => {
+    expect(
+      parseConfig({ NODE_UPGRADE_KUBEADM_IGNORE_PREFLIGHT_ERRORS: 'SystemVerification, Swap' }).nodeUpgradeJob,
+    ).toMatchObject({ ignorePreflightErrors: ['SystemVerification', 'Swap'] });
+    expect(parseConfig({}).nodeUpgradeJob).not.toHaveProperty('ignorePreflightErrors');
+    expect(problems({ NODE_UPGRADE_KUBEADM_IGNORE_PREFLIGHT_ERRORS: 'Swap --v=9' })).toEqual([
+      'NODE_UPGRADE_KUBEADM_IGNORE_PREFLIGHT_ERRORS="Swap --v=9": expected comma-separated kubeadm preflight check names (e.g. SystemVerification)',
+    ]);
+  });
+
   it('takes the checksums file and an air-gapped binary volume', () => {
     expect(
       parseConfig({

@@ -202,6 +202,15 @@ describe('upgrade-node.sh: roles', () => {
     for (const b of BINARIES) expect(installed(sb, b)).toBe('new');
   });
 
+  it.each([
+    ['apply', `kubeadm@new upgrade apply -y ${VERSION} --ignore-preflight-errors=SystemVerification,Swap`],
+    ['node', 'kubeadm@new upgrade node --ignore-preflight-errors=SystemVerification,Swap'],
+  ])('%s with IGNORE_PREFLIGHT_ERRORS: kubeadm is told to ignore those checks, as one argument', (mode, call) => {
+    const r = run(sb, { UPGRADE_MODE: mode, IGNORE_PREFLIGHT_ERRORS: 'SystemVerification,Swap' });
+    expect(r.status).toBe(0);
+    expect(argv(sb)[0]).toBe(call);
+  });
+
   it('is idempotent: a second run succeeds and makes the same calls', () => {
     expect(run(sb, { UPGRADE_MODE: 'node' }).status).toBe(0);
     const first = argv(sb);
@@ -362,6 +371,20 @@ describe('upgrade-node.sh: failures', () => {
       expect(calls(sb)).toEqual([]);
       expect(snapshot(sb)).toEqual(before);
       expect(existsSync(join(sb.root, 'var'))).toBe(false);
+    },
+  );
+
+  it.each([['SystemVerification --v=9'], ['a;reboot'], [',Swap'], ['Swap,'], ['$(id)']])(
+    'IGNORE_PREFLIGHT_ERRORS %j that is not a list of check names → exit 2 naming it, before touching the host',
+    (value) => {
+      const before = snapshot(sb);
+      const r = run(sb, { IGNORE_PREFLIGHT_ERRORS: value });
+      expect(r.status).toBe(2);
+      expect(r.stderr).toContain(
+        `[node-upgrade] error: IGNORE_PREFLIGHT_ERRORS '${value}' is not a comma-separated list`,
+      );
+      expect(calls(sb)).toEqual([]);
+      expect(snapshot(sb)).toEqual(before);
     },
   );
 

@@ -42,6 +42,8 @@ export interface JobExecutorConfig {
   checksumsFile?: string;
   /** Pre-staged binaries (air-gapped), mounted read-only at {@link BINARY_VOLUME_MOUNT}. */
   binaryVolume?: BinaryVolume;
+  /** kubeadm preflight checks `kubeadm upgrade` ignores (e.g. SystemVerification on cgroup v1 hosts). */
+  ignorePreflightErrors?: readonly string[];
   /** Shell script run on the host; default {@link DEFAULT_JOB_SCRIPT}. */
   script?: string;
   /** Job spec.backoffLimit; default 2. */
@@ -84,6 +86,7 @@ export interface UpgradeJobParams {
   arch: string;
   digests: Record<NodeBinary, string>;
   binaryVolume?: BinaryVolume;
+  ignorePreflightErrors?: readonly string[];
 }
 
 /** The privileged Job that runs the node upgrade script on the node (pure: no I/O). */
@@ -122,6 +125,9 @@ export function upgradeJob(p: UpgradeJobParams): V1Job {
                 ...(p.filesSecretName ? [{ name: 'FILES_DIR', value: FILES_DIR }] : []),
                 ...(p.binarySource ? [{ name: 'BINARY_SOURCE', value: p.binarySource }] : []),
                 ...(p.allowHttpBinarySource ? [{ name: 'BINARY_SOURCE_ALLOW_HTTP', value: '1' }] : []),
+                ...(p.ignorePreflightErrors?.length
+                  ? [{ name: 'IGNORE_PREFLIGHT_ERRORS', value: p.ignorePreflightErrors.join(',') }]
+                  : []),
                 { name: 'ARCH', value: p.arch },
                 ...NODE_BINARIES.map((b) => ({ name: `${b.toUpperCase()}_SHA256`, value: p.digests[b] })),
               ],
@@ -199,6 +205,7 @@ export function jobExecution(
       ...(binarySource ? { binarySource } : {}),
       ...(config.allowHttpBinarySource ? { allowHttpBinarySource: true } : {}),
       ...(config.binaryVolume ? { binaryVolume: config.binaryVolume } : {}),
+      ...(config.ignorePreflightErrors?.length ? { ignorePreflightErrors: config.ignorePreflightErrors } : {}),
     });
     let job: V1Job;
     try {

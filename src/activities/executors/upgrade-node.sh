@@ -1,6 +1,6 @@
 #!/bin/sh
 # upgrade-node.sh: upgrades Kubernetes on one node in place (kubeadm, then kubelet and kubectl).
-SCRIPT_VERSION=2
+SCRIPT_VERSION=3
 #
 # Run by the upgrade Job pinned to the node (busybox/alpine image, privileged, the host's
 # root filesystem mounted at HOST_ROOT). POSIX sh; every host path it reads or writes is
@@ -38,6 +38,10 @@ SCRIPT_VERSION=2
 #                       key: a file name in FILES_DIR; mode: octal (0600, 644, 0755);
 #                       owner: user:group (resolved on the host) or `-` (no chown).
 #                       Blank lines and lines starting with `#` are ignored.
+#   IGNORE_PREFLIGHT_ERRORS
+#                       optional: kubeadm preflight checks to ignore in `kubeadm upgrade`,
+#                       comma-separated names ([A-Za-z0-9.-]+, e.g. SystemVerification on a
+#                       cgroup v1 host) or `all`; passed as --ignore-preflight-errors
 #   SANDBOX             unset in production. SANDBOX=1 (tests): host commands run without
 #                       chroot, with $HOST_ROOT$BIN_DIR first in PATH (and host path
 #                       arguments, e.g. chown's, are given as $HOST_ROOT/...).
@@ -54,6 +58,7 @@ SCRIPT_VERSION=2
 #   4. write the manifest's files: temp file in the target directory (parents created),
 #      chmod <mode>, chown <owner> on the host unless `-`, mv
 #   5. `kubeadm upgrade apply -y <version>` (apply) or `kubeadm upgrade node` (node), on the host
+#      (with --ignore-preflight-errors=$IGNORE_PREFLIGHT_ERRORS when set)
 #   6. install kubelet and kubectl as in step 3
 #   7. `systemctl daemon-reload`, `systemctl restart kubelet` on the host
 #   8. check `kubelet --version` on the host prints `Kubernetes <version>` (else exit 1)
@@ -108,6 +113,7 @@ KUBEADM_SHA256=${KUBEADM_SHA256:-}
 KUBELET_SHA256=${KUBELET_SHA256:-}
 KUBECTL_SHA256=${KUBECTL_SHA256:-}
 FILES_DIR=${FILES_DIR:-}
+IGNORE_PREFLIGHT_ERRORS=${IGNORE_PREFLIGHT_ERRORS:-}
 SANDBOX=${SANDBOX:-}
 ARCH=${ARCH:-}
 
@@ -144,6 +150,11 @@ case $UPGRADE_MODE in
   apply | node) ;;
   '') die 2 "UPGRADE_MODE is required (apply or node)" ;;
   *) die 2 "UPGRADE_MODE '$UPGRADE_MODE' is neither apply nor node" ;;
+esac
+# Names only: the value becomes one argument of kubeadm, never more.
+case $IGNORE_PREFLIGHT_ERRORS in
+  *[!A-Za-z0-9.,-]* | ,* | *, | *,,*)
+    die 2 "IGNORE_PREFLIGHT_ERRORS '$IGNORE_PREFLIGHT_ERRORS' is not a comma-separated list of preflight check names" ;;
 esac
 case $SANDBOX in
   '' | 1) ;;
@@ -357,12 +368,14 @@ fi
 
 # ---- 5. kubeadm upgrade ---------------------------------------------------------------------
 
+set --
+if [ -n "$IGNORE_PREFLIGHT_ERRORS" ]; then set -- "--ignore-preflight-errors=$IGNORE_PREFLIGHT_ERRORS"; fi
 if [ "$UPGRADE_MODE" = apply ]; then
-  log "kubeadm upgrade apply -y $V (first control-plane node)"
-  host kubeadm upgrade apply -y "$V"
+  log "kubeadm upgrade apply -y $V $* (first control-plane node)"
+  host kubeadm upgrade apply -y "$V" "$@"
 else
-  log "kubeadm upgrade node"
-  host kubeadm upgrade node
+  log "kubeadm upgrade node $*"
+  host kubeadm upgrade node "$@"
 fi
 
 # ---- 6. kubelet and kubectl -----------------------------------------------------------------

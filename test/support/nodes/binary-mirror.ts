@@ -1,10 +1,11 @@
-// An HTTPS mirror of dl.k8s.io's layout for the node-upgrade script's BINARY_SOURCE:
+// An HTTPS (or, with `plain`, HTTP) mirror of dl.k8s.io's layout for the node-upgrade script's BINARY_SOURCE:
 // `<url>/<version>/bin/linux/<arch>/<name>` is the file `<name>` in the directory given for
 // that version and arch; anything else is 404 (no listing, no other path). Its certificate
 // is from the run's test CA; checksumsText() gives the pinned checksums file
 // (docs/node-upgrade-job.md) for what it serves, computed here, not fetched from it.
 import { createHash } from 'node:crypto';
 import { createReadStream, readFileSync, statSync } from 'node:fs';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -28,6 +29,11 @@ export interface BinaryMirrorOptions {
   /** Names in the certificate besides 127.0.0.1 and localhost. */
   ipAddresses?: string[];
   dnsNames?: string[];
+  /**
+   * Plain HTTP: what a Job image whose wget cannot verify a private CA is given (Debian's
+   * busybox verifies only through an `openssl` binary); the pinned checksums still apply.
+   */
+  plain?: boolean;
 }
 
 export interface BinaryMirror {
@@ -47,7 +53,7 @@ export async function startBinaryMirror(options: BinaryMirrorOptions): Promise<B
     ipAddresses: [...(options.ipAddresses ?? []), ...(ip ? [host] : [])],
     dnsNames: [...(options.dnsNames ?? []), ...(ip ? [] : [host])],
   });
-  const server = createServer({ cert: tls.certPem, key: tls.keyPem }, (req, res) => {
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
     const [, version, arch, name] = PATH.exec(new URL(req.url ?? '/', 'https://mirror').pathname) ?? [];
     const dir = dirs.get(`${version}/${arch}`);
     const file = dir && name ? join(dir, name) : undefined;
@@ -59,14 +65,15 @@ export async function startBinaryMirror(options: BinaryMirrorOptions): Promise<B
     res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': size });
     if (req.method === 'HEAD') res.end();
     else createReadStream(file).pipe(res);
-  });
+  };
+  const server = options.plain ? createHttpServer(serve) : createServer({ cert: tls.certPem, key: tls.keyPem }, serve);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 0, host, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   return {
-    url: `https://${host}:${port}`,
+    url: `${options.plain ? 'http' : 'https'}://${host}:${port}`,
     caPem: testPki().ca.certPem,
     stop: () =>
       new Promise<void>((resolve) => {

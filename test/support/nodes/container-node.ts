@@ -65,7 +65,14 @@ export async function createContainerNode(teardown: Teardown, o: ContainerNodeOp
   const root = join(o.dir, 'root');
   const containerd = join(o.dir, 'containerd');
   for (const d of [upper, work, root, containerd]) mkdirSync(d, { recursive: true });
-  await run('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${o.rootfs},upperdir=${upper},workdir=${work}`, root]);
+  await run('mount', [
+    '-t',
+    'overlay',
+    'overlay',
+    '-o',
+    `lowerdir=${o.rootfs},upperdir=${upper},workdir=${work}`,
+    root,
+  ]);
   teardown.add(`node ${o.name}'s root`, () => run('umount', [root]).then(() => undefined));
   install(root, o.files, o.binaries);
 
@@ -178,7 +185,9 @@ export async function createContainerNode(teardown: Teardown, o: ContainerNodeOp
     async sh(script, options = {}) {
       const r = await exec(['sh', '-c', script], options);
       if (r.code !== 0)
-        throw new Error(`on node ${o.name}: \`${script}\` exited ${r.code}\n${(r.stderr || r.stdout).trim().slice(-4000)}`);
+        throw new Error(
+          `on node ${o.name}: \`${script}\` exited ${r.code}\n${(r.stderr || r.stdout).trim().slice(-4000)}`,
+        );
       return r.stdout;
     },
     stop,

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify } from 'yaml';
 import { createContainerNode, type ContainerNode } from './container-node.ts';
-import { createNodeNetwork, SITE_GATEWAY, type NetworkNode } from './network.ts';
+import { createNodeNetwork, namespacePrefix, SITE_GATEWAY, type NetworkNode } from './network.ts';
 import { nodeFiles } from './node-files.ts';
 import type { NodeTools } from './node-tools.ts';
 import { buildOrUndo, type Teardown } from './teardown.ts';
@@ -68,7 +68,8 @@ async function build(teardown: Teardown, o: KubeadmClusterOptions): Promise<Omit
   const controlPlanes = o.nodes.filter((n) => n.role === 'control-plane');
   if (controlPlanes.length !== 1) throw new Error('a cluster here has exactly one control-plane node');
   const id = randomBytes(3).toString('hex');
-  const dir = join(o.parentDir, `cluster-${id}`);
+  // Named after its owner, as the network namespaces are, so reap.ts finds an orphan's mounts.
+  const dir = join(o.parentDir, `${namespacePrefix()}${id}`);
   mkdirSync(dir, { recursive: true });
 
   const networkNodes: NetworkNode[] = o.nodes.map((n, i) => ({
@@ -208,7 +209,7 @@ async function waitNodesReady(cp: ContainerNode, count: number): Promise<void> {
   for (;;) {
     const out = await cp
       .sh(
-        "kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}'",
+        'kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes -o jsonpath=\'{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}\'',
       )
       .catch(() => '');
     if (out.split('\n').filter((l) => l === 'True').length === count) return;

@@ -74,8 +74,7 @@ export async function pushNodeImages(
   const push = (name: string, tag: string | undefined, image: ReturnType<typeof buildImage>) =>
     pushImage({ ...target, repository: name, ...(tag ? { tag } : {}), image });
   for (const release of inputs.releases)
-    for (const name of CONTROL_PLANE)
-      await push(name, release.version, binaryImage(name, `${release.dir}/${name}`));
+    for (const name of CONTROL_PLANE) await push(name, release.version, binaryImage(name, `${release.dir}/${name}`));
   await push('etcd', inputs.etcd.tag, binaryImage('etcd', inputs.etcd.binary));
   for (const c of inputs.coredns) await push('coredns', c.tag, binaryImage('coredns', c.binary, { entrypoint: true }));
   const pause = await push('pause', inputs.pause.tag, binaryImage('pause', inputs.pause.binary, { entrypoint: true }));

@@ -6,7 +6,15 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { checksumsText, startBinaryMirror, type BinaryMirror } from './binary-mirror.ts';
-import { createKubeadmCluster, ETCD_TAG, PAUSE_TAG, REGISTRY_HOST, REGISTRY_SITE_PORT, type ClusterNodeSpec, type KubeadmCluster } from './kubeadm-cluster.ts';
+import {
+  createKubeadmCluster,
+  ETCD_TAG,
+  PAUSE_TAG,
+  REGISTRY_HOST,
+  REGISTRY_SITE_PORT,
+  type ClusterNodeSpec,
+  type KubeadmCluster,
+} from './kubeadm-cluster.ts';
 import { SITE_GATEWAY } from './network.ts';
 import { pushNodeImages, type NodeImages } from './node-images.ts';
 import { nodeTools, type NodeTools } from './node-tools.ts';
@@ -15,14 +23,18 @@ import { startRegistry, type LocalRegistry } from './registry.ts';
 import { buildOrUndo } from './teardown.ts';
 
 /** Where nodes reach the binary mirror (a relay on their gateway). */
-const MIRROR_SITE_PORT = 8443;
+const MIRROR_SITE_PORT = 8080;
 
 export interface NodeSite {
   tools: NodeTools;
   registry: LocalRegistry;
   images: NodeImages;
   mirror: BinaryMirror;
-  /** BINARY_SOURCE as the job's script on a node dials it. */
+  /**
+   * BINARY_SOURCE as the job's script on a node dials it: http, with the executor's
+   * allowHttpBinarySource, because the job image's busybox wget cannot verify the site's
+   * CA (it needs an openssl binary for that); the pinned checksums guard what it fetches.
+   */
   binarySource: string;
   /** The pinned checksums of both releases' binaries (NODE_UPGRADE_CHECKSUMS_FILE). */
   checksumsFile: string;
@@ -34,7 +46,8 @@ export interface NodeSite {
 
 export function startNodeSite(dir: string): Promise<NodeSite> {
   requireHostTools(['ip', 'nsenter', 'mount', 'umount', 'systemd-nspawn', 'socat']);
-  if (process.getuid?.() !== 0) throw new Error('the real-node tier runs as root (it makes network namespaces, mounts and containers)');
+  if (process.getuid?.() !== 0)
+    throw new Error('the real-node tier runs as root (it makes network namespaces, mounts and containers)');
   const tools = nodeTools();
   mkdirSync(dir, { recursive: true });
   return buildOrUndo(async (teardown) => {
@@ -51,7 +64,7 @@ export function startNodeSite(dir: string): Promise<NodeSite> {
       busybox: tools.busybox,
     });
     const releases = [tools.from, tools.to].map((r) => ({ version: r.version, dir: r.dir }));
-    const mirror = await startBinaryMirror({ releases, ipAddresses: [SITE_GATEWAY] });
+    const mirror = await startBinaryMirror({ releases, plain: true });
     teardown.add('binary mirror', () => mirror.stop());
     const checksumsFile = join(dir, 'checksums.yaml');
     writeFileSync(checksumsFile, checksumsText(releases));
@@ -62,7 +75,7 @@ export function startNodeSite(dir: string): Promise<NodeSite> {
       registry,
       images,
       mirror,
-      binarySource: `https://${SITE_GATEWAY}:${MIRROR_SITE_PORT}`,
+      binarySource: `http://${SITE_GATEWAY}:${MIRROR_SITE_PORT}`,
       checksumsFile,
       dir,
       cluster: (nodes) =>

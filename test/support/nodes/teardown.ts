@@ -30,7 +30,9 @@ export class Teardown {
 }
 
 /** Runs `build` with a teardown that is undone if it throws, so a half-started thing leaves nothing. */
-export async function buildOrUndo<T>(build: (teardown: Teardown) => Promise<T>): Promise<T & { stop(): Promise<void> }> {
+export async function buildOrUndo<T>(
+  build: (teardown: Teardown) => Promise<T>,
+): Promise<T & { stop(): Promise<void> }> {
   const teardown = new Teardown();
   try {
     const built = await build(teardown);

@@ -11,7 +11,12 @@ export const WEB_NAME = 'web';
 export function workloadClients(kubeconfig: string) {
   const kc = new KubeConfig();
   kc.loadFromString(kubeconfig);
-  return { kc, core: kc.makeApiClient(CoreV1Api), apps: kc.makeApiClient(AppsV1Api), policy: kc.makeApiClient(PolicyV1Api) };
+  return {
+    kc,
+    core: kc.makeApiClient(CoreV1Api),
+    apps: kc.makeApiClient(AppsV1Api),
+    policy: kc.makeApiClient(PolicyV1Api),
+  };
 }
 
 /** Creates the Deployment and its PDB and waits until both replicas are Ready, one per node. */
@@ -34,7 +39,12 @@ export async function createWeb(kubeconfig: string, image: string): Promise<void
           spec: {
             tolerations: [{ key: 'node-role.kubernetes.io/control-plane', operator: 'Exists', effect: 'NoSchedule' }],
             topologySpreadConstraints: [
-              { maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: labels } },
+              {
+                maxSkew: 1,
+                topologyKey: 'kubernetes.io/hostname',
+                whenUnsatisfiable: 'ScheduleAnyway',
+                labelSelector: { matchLabels: labels },
+              },
             ],
             terminationGracePeriodSeconds: 5,
             containers: [{ name: 'web', image }],
@@ -49,7 +59,9 @@ export async function createWeb(kubeconfig: string, image: string): Promise<void
     const ready = pods.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
     if (ready.length === 2) return;
     if (Date.now() > deadline)
-      throw new Error(`web's 2 replicas were not Ready in 120 s: ${pods.map((p) => `${p.metadata?.name} ${p.status?.phase}`).join(', ')}`);
+      throw new Error(
+        `web's 2 replicas were not Ready in 120 s: ${pods.map((p) => `${p.metadata?.name} ${p.status?.phase}`).join(', ')}`,
+      );
     await sleep(500);
   }
 }
@@ -87,10 +99,13 @@ export function observeWorkload(kubeconfig: string, intervalMs = 300) {
           core.listNamespacedPod({ namespace: WEB_NAMESPACE, labelSelector: `app=${WEB_NAME}` }),
           core.listNode(),
         ]);
-        const ready = pods.items.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+        const ready = pods.items.filter((p) =>
+          p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+        );
         seen.minReady = Math.min(seen.minReady, ready.length);
         for (const p of pods.items)
-          if (p.metadata?.uid && p.spec?.nodeName) seen.pods.set(p.metadata.uid, { name: p.metadata.name!, node: p.spec.nodeName });
+          if (p.metadata?.uid && p.spec?.nodeName)
+            seen.pods.set(p.metadata.uid, { name: p.metadata.name!, node: p.spec.nodeName });
         for (const n of nodes.items) {
           const node = n.metadata!.name!;
           const unschedulable = n.spec?.unschedulable === true;
