@@ -5,9 +5,17 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startCapiDriver, type Answer, type CapiDriver } from '../support/nodes/capi-driver.ts';
+import { NODE_NAME_LABEL } from '../../src/activities/machine-update-common.ts';
+import { startCapiDriver, type Answer, type CapiDriver, type UpdateOptions } from '../support/nodes/capi-driver.ts';
 import type { KubeadmCluster } from '../support/nodes/kubeadm-cluster.ts';
 import { startNodeSite, type NodeSite } from '../support/nodes/node-site.ts';
+import {
+  activitySeconds,
+  figuresTable,
+  floorSeconds,
+  historyText,
+  type UpdateFigures,
+} from '../support/nodes/update-figures.ts';
 import {
   createWeb,
   observeWorkload,
@@ -36,6 +44,8 @@ let driver: CapiDriver;
 let from: string;
 let to: string;
 const answers: Record<string, Answer[]> = {};
+const took: Record<string, number> = {};
+const figures: UpdateFigures[] = [];
 let observed: WorkloadObservation;
 let before: { workerFiles: string; webPods: string[]; kubeadmFlags: string };
 
@@ -47,13 +57,7 @@ const jobLogs = () =>
 /** The failed Job's last log lines, from the run's history (the Job itself is deleted). */
 async function lastWords(node: string): Promise<string> {
   const history = await driver.client.workflow.getHandle(await driver.workflowId(node, to)).fetchHistory();
-  return [
-    ...new Set(
-      JSON.stringify(history, (_k, v: unknown) =>
-        v instanceof Uint8Array ? Buffer.from(v).toString('utf8') : v,
-      ).match(/\[node-upgrade\][^"\\]*/g) ?? [],
-    ),
-  ].join('\n');
+  return [...new Set(historyText(history).match(/\[node-upgrade\][^"\\]*/g) ?? [])].join('\n');
 }
 
 beforeAll(async () => {
@@ -98,7 +102,9 @@ beforeAll(async () => {
   };
   const watch = observeWorkload(cluster.kubeconfig);
   try {
+    let began = Date.now();
     answers[CP] = await driver.updateMachine(CP, to);
+    took[CP] = (Date.now() - began) / 1000;
     // As KCP does: no worker is touched while the control plane's update has not succeeded.
     const cp = answers[CP].at(-1)!;
     if (cp.status !== 'Success' && process.env.NODES_HOLD_MS)
@@ -107,7 +113,22 @@ beforeAll(async () => {
       throw new Error(
         `the control plane's update failed: ${cp.message}\nthe Job's last lines:\n${await lastWords(CP)}`,
       );
+    began = Date.now();
     answers[WORKER] = await driver.updateMachine(WORKER, to, { files: [UPDATE_FILE] });
+    took[WORKER] = (Date.now() - began) / 1000;
+    for (const [node, opts] of [
+      [CP, {}],
+      [WORKER, { files: [UPDATE_FILE] }],
+    ] satisfies [string, UpdateOptions][]) {
+      const log = await kubectl(`logs -n kube-system -l ${NODE_NAME_LABEL}=${node} --timestamps --tail=-1`);
+      figures.push({
+        node,
+        totalSeconds: took[node]!,
+        steps: await activitySeconds(driver.client, await driver.workflowId(node, to, opts)),
+        floorSeconds: floorSeconds(log),
+      });
+    }
+    console.log(`real-node in-place update, ${from} → ${to}:\n${figuresTable(figures)}`);
   } finally {
     observed = await watch.stop();
   }
@@ -172,6 +193,15 @@ describe('(a) a minor upgrade in place, v1.36.1 to v1.37.2, control plane then w
     expect(logs).toMatch(new RegExp(`mode=apply[\\s\\S]*kubeadm upgrade apply`));
     expect(logs).toMatch(/mode=node/);
     expect(logs).toContain('[node-upgrade] done');
+  });
+
+  it('reports the figures: each step, and the whole update against kubeadm + kubelet restart alone (the floor)', () => {
+    expect(figures.map((f) => f.node)).toEqual([CP, WORKER]);
+    for (const f of figures) {
+      expect(f.floorSeconds).toBeGreaterThan(0);
+      expect(f.totalSeconds).toBeGreaterThan(f.floorSeconds);
+      expect(f.steps).toHaveProperty('drain');
+    }
   });
 
   it('kept what etcd held: a ConfigMap written before the upgrade', async () => {

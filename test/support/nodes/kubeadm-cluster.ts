@@ -102,6 +102,7 @@ async function build(teardown: Teardown, o: KubeadmClusterOptions): Promise<Omit
           path: `/usr/local/bin/${b}`,
           from: `${o.tools.containerdDir}/${b}`,
         })),
+        { path: '/usr/local/bin/crictl', from: o.tools.crictl },
         ...['kubeadm', 'kubelet', 'kubectl'].map((b) => ({ path: `/usr/bin/${b}`, from: `${from.dir}/${b}` })),
       ],
     });

@@ -175,5 +175,6 @@ export function nodeFiles(input: NodeFilesInput): NodeFile[] {
     },
     { path: `/etc/containerd/certs.d/${registry}/ca.crt`, content: input.registry.caPem },
     { path: '/etc/cni/net.d/10-bridge.conflist', content: cniConfig(input.podCidr) },
+    { path: '/etc/crictl.yaml', content: 'runtime-endpoint: unix:///run/containerd/containerd.sock\n' },
   ];
 }

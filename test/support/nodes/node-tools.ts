@@ -10,6 +10,8 @@ export interface NodeTools {
   rootfs: string;
   /** containerd, containerd-shim-runc-v2, ctr. */
   containerdDir: string;
+  /** The CRI command line a real node has (crictl). */
+  crictl: string;
   /** The release the cluster starts at, and the one it is upgraded to. */
   from: ReleaseBinaries;
   to: ReleaseBinaries;
@@ -60,6 +62,7 @@ export function nodeTools(): NodeTools {
   return {
     rootfs: need('NODE_ROOTFS_DIR'),
     containerdDir,
+    crictl: executable(need('NODE_CRICTL_BINARY'), 'NODE_CRICTL_BINARY'),
     from: release('NODE_KUBE_FROM_DIR', 'NODE_KUBE_FROM_VERSION'),
     to: release('NODE_KUBE_TO_DIR', 'NODE_KUBE_TO_VERSION'),
     etcd: executable(need('NODE_ETCD_BINARY'), 'NODE_ETCD_BINARY'),
