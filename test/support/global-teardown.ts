@@ -8,7 +8,8 @@ export default async function globalTeardown(): Promise<void> {
   globalThis.__capiTestServices = undefined;
   // The real-node tier's test processes have exited: whatever of their nodes is left (a
   // test's teardown that did not run) is taken down, and named.
-  const leftNodes = await reapOrphanedNodes().catch((err: Error) => [`(reaping failed: ${err.message})`]);
+  // (With --runInBand the tests ran in this process: its own are left-overs too.)
+  const leftNodes = await reapOrphanedNodes(process.pid).catch((err: Error) => [`(reaping failed: ${err.message})`]);
   if (leftNodes.length > 0) console.error(`took down node namespaces a test left: ${leftNodes.join(', ')}`);
   // CAPI's managers and the extension first: they talk to the test bed.
   await services.capi?.stop();
