@@ -34,12 +34,12 @@ const HOST_ARCH = process.arch === 'arm64' ? 'arm64' : 'amd64';
  * A stub command. Each call appends `<name>@<build> <argv> | <installed builds>` to $STUB_LOG,
  * e.g. `kubeadm@new upgrade node | kubeadm@new kubelet@old kubectl@old`.
  */
-function stub(name: string, build: string, kubeletVersion?: string): string {
+function stub(name: string, build: string, kubeletVersion?: string, exitCode = 0): string {
   return `#!/bin/sh
 # stub: ${name}@${build}
 tag() { sed -n 's/^# stub: //p' "$HOST_ROOT/usr/bin/$1" 2>/dev/null; }
 printf '%s | %s %s %s\\n' "${name}@${build} $*" "$(tag kubeadm)" "$(tag kubelet)" "$(tag kubectl)" >>"$STUB_LOG"
-${kubeletVersion ? `if [ "\${1:-}" = --version ]; then echo "Kubernetes ${kubeletVersion}"; fi\n` : ''}exit 0
+${kubeletVersion ? `if [ "\${1:-}" = --version ]; then echo "Kubernetes ${kubeletVersion}"; fi\n` : ''}${exitCode ? 'echo "[ERROR SystemVerification]: secret-looking tool output" >&2\n' : ''}exit ${exitCode}
 `;
 }
 
@@ -69,6 +69,8 @@ interface SandboxOpts {
   newKubeletVersion?: string;
   /** Binaries whose pinned digest is not the served binary's (the served .sha256 matches the binary). */
   badChecksum?: Binary[];
+  /** The downloaded kubeadm exits with this (its `kubeadm upgrade` fails). */
+  newKubeadmExit?: number;
 }
 
 function makeSandbox(o: SandboxOpts = {}): Sandbox {
@@ -86,7 +88,12 @@ function makeSandbox(o: SandboxOpts = {}): Sandbox {
   const pinned: Record<string, string> = {};
   for (const b of BINARIES) {
     oldStubs[b] = stub(b, 'old', b === 'kubelet' ? OLD_VERSION : undefined);
-    newStubs[b] = stub(b, 'new', b === 'kubelet' ? (o.newKubeletVersion ?? VERSION) : undefined);
+    newStubs[b] = stub(
+      b,
+      'new',
+      b === 'kubelet' ? (o.newKubeletVersion ?? VERSION) : undefined,
+      b === 'kubeadm' ? o.newKubeadmExit : undefined,
+    );
     writeExecutable(join(bin, b), oldStubs[b]);
     // Published binaries are not executable in a file:// mirror necessarily.
     writeFileSync(join(release, b), newStubs[b]);
@@ -532,6 +539,19 @@ describe('upgrade-node.sh: versioning and lint', () => {
     const lines = run(sb).stdout.trimEnd().split('\n');
     expect(lines.length).toBeGreaterThan(5);
     for (const l of lines) expect(l).toMatch(/^\[node-upgrade\] /);
+  });
+
+  it('a failed kubeadm upgrade ends with an error line naming the command and its exit code, not its output', () => {
+    extra.push(sb);
+    sb = makeSandbox({ newKubeadmExit: 3 });
+    const r = run(sb, { UPGRADE_MODE: 'apply' });
+    expect(r.status).toBe(3);
+    const lines = `${r.stdout}${r.stderr}`.split('\n').filter(Boolean);
+    expect(failedScriptLine(lines)).toBe(
+      `[node-upgrade] error: kubeadm upgrade apply -y ${VERSION} failed (exit 3); its output is in the Job's log`,
+    );
+    // kubelet and kubectl stay old: nothing after the failed upgrade ran.
+    expect(installed(sb, 'kubelet')).toBe('old');
   });
 
   it('ends a failure with the error line the job executor quotes to CAPI, never a line of its tools', () => {

@@ -370,12 +370,16 @@ fi
 
 set --
 if [ -n "$IGNORE_PREFLIGHT_ERRORS" ]; then set -- "--ignore-preflight-errors=$IGNORE_PREFLIGHT_ERRORS"; fi
+# kubeadm's own output is not quoted to CAPI (it may hold tokens): the error line names the command.
+_rc=0
 if [ "$UPGRADE_MODE" = apply ]; then
   log "kubeadm upgrade apply -y $V $* (first control-plane node)"
-  host kubeadm upgrade apply -y "$V" "$@"
+  host kubeadm upgrade apply -y "$V" "$@" || _rc=$?
+  [ "$_rc" = 0 ] || die "$_rc" "kubeadm upgrade apply -y $V failed (exit $_rc); its output is in the Job's log"
 else
   log "kubeadm upgrade node $*"
-  host kubeadm upgrade node "$@"
+  host kubeadm upgrade node "$@" || _rc=$?
+  [ "$_rc" = 0 ] || die "$_rc" "kubeadm upgrade node failed (exit $_rc); its output is in the Job's log"
 fi
 
 # ---- 6. kubelet and kubectl -----------------------------------------------------------------
