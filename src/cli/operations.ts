@@ -203,6 +203,15 @@ export async function controlUpgrade(
     if (phase !== 'Failed')
       throw new UsageError(`the upgrade of ${key} is ${phase || 'not Failed'}: retry only runs a failed step again`);
   }
+  if (control === 'resume') {
+    // The workflow takes a resume only while Aborted or Failed (state.ts, onResume): anything else would be
+    // "resume sent" for a signal it ignores.
+    const phase = await currentPhase(client, run);
+    if (phase !== 'Aborted' && phase !== 'Failed')
+      throw new UsageError(
+        `the upgrade of ${key} is ${phase || 'running'}: resume only continues an aborted or failed upgrade`,
+      );
+  }
   try {
     if (control === 'abort') await handle.signal(abortSignal, { reason: reason ?? 'aborted by operator' });
     if (control === 'resume') await handle.signal(resumeSignal);

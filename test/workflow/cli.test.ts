@@ -63,6 +63,11 @@ describe('capi-upgrades', () => {
       /BeforeClusterUpgrade@v1\.33\.0\s+Waiting\s+BeforeClusterUpgrade v1\.33\.0: running the pre-upgrade health check/,
     );
 
+    // Nothing to resume while it runs: refused (it used to say "resume sent" for a signal the workflow ignores).
+    expect(await cli('resume', key)).toMatchObject({
+      code: 2,
+      stderr: `capi-upgrades: the upgrade of ${key} is Upgrading: resume only continues an aborted or failed upgrade\n`,
+    });
     expect(await cli('abort', key, '--reason', 'change freeze')).toMatchObject({
       code: 0,
       stdout: `abort sent to ${h.workflowId}\n`,
