@@ -135,18 +135,8 @@ _uo_alerts() {
   local pkg bin var
   for pkg in prometheus:prometheus:PROMETHEUS_BIN prometheus-alertmanager:prometheus-alertmanager:ALERTMANAGER_BIN; do
     bin=${pkg#*:}; var=${bin#*:}; bin=${bin%%:*}; pkg=${pkg%%:*}
-    if ! command -v "$bin" >/dev/null; then
-      if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-        _uo_log "installing $pkg from Debian's packages"
-        # policy-rc.d (containers) or no init keeps the packages' services from starting.
-        { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null 2>&1 ||
-          { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null 2>&1; }; } ||
-          { _uo_die "apt-get install $pkg failed"; return 1; }
-      else
-        _uo_die "$bin not found: install it (Debian/Ubuntu: apt-get install $pkg) or put it on PATH"
-        return 1
-      fi
-    fi
+    # policy-rc.d (containers) or no init keeps the packages' services from starting.
+    command -v "$bin" >/dev/null || _uo_apt_install "$pkg" "$bin not found (or put it on PATH)" || return 1
     export "$var=$(command -v "$bin")"
   done
 }

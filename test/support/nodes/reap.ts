@@ -46,7 +46,10 @@ export async function reapOrphanedNodes(owned?: number): Promise<string[]> {
     const argv = safeRead(`/proc/${pid}/cmdline`).split('\0');
     // Host-side relays into the nodes (socat on 127.0.0.1 running `ip netns exec <ns>`), and
     // a registry whose directory's owner is gone (registry.ts's ownedTempDir).
-    const registryOwner = argv[1] === 'serve' ? Number(safeRead(join(argv[2] ?? '/', '..', 'owner.pid'))) : 0;
+    const registryOwner =
+      argv[0]?.endsWith('/registry') && argv[1] === 'serve'
+        ? Number(safeRead(join(argv[2] ?? '/', '..', 'owner.pid')))
+        : 0;
     if ((argv[0] === 'socat' && ownedBy(argv.join(' '))) || (registryOwner > 0 && !alive(registryOwner)))
       try {
         process.kill(Number(pid), 'SIGKILL');
