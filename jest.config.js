@@ -31,4 +31,6 @@ export default {
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   maxWorkers: 2,
+  // Its default is /tmp/jest_<uid>: a run leaves nothing in /tmp.
+  cacheDirectory: '<rootDir>/node_modules/.cache/jest',
 };
