@@ -170,7 +170,8 @@ _uo_temporal_production() {
 
 _uo_testbed() {
   local out
-  out=$(bash scripts/tools-k8s.sh) || { _uo_die "building the Kubernetes test-bed binaries failed"; return 1; }
+  # With --nodes, the node binaries of the test bed's release come from the same build.
+  out=$(TOOLS_K8S_ALSO="${_uo_k8s_also:-}" bash scripts/tools-k8s.sh) || { _uo_die "building the Kubernetes test-bed binaries failed"; return 1; }
   eval "$out"
 }
 
@@ -223,6 +224,7 @@ _uo_main() {
     esac
   done
   _uo_capi_version="${CAPI_VERSION:-}"
+  _uo_k8s_also="${nodes:+kubeadm kubelet}"
   if [ -n "$lint" ]; then _uo_shellcheck || return 1; fi
   if [ -n "$alerts" ]; then _uo_alerts || return 1; fi
   _uo_node || return 1

@@ -76,7 +76,11 @@ for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
 done
 
 if [ ${#kube_missing[@]} -gt 0 ]; then
-  kube_build tools/k8s "$KUBE_VERSION" "${kube_missing[@]}"
+  # TOOLS_K8S_ALSO: binaries of the same release another builder needs next (env.sh --nodes:
+  # kubeadm, kubelet), made by this one `go build` rather than a second one over the same packages.
+  # shellcheck disable=SC2206 # a space-separated list of binary names
+  also=(${TOOLS_K8S_ALSO:-})
+  kube_build tools/k8s "$KUBE_VERSION" "${kube_missing[@]}" "${also[@]}"
   for b in "${kube_missing[@]}"; do KPATH[$b]="$KUBE_DIR/$b"; done
 fi
 
