@@ -4,9 +4,16 @@
 // run concurrently (a chained upgrade takes CAPI minutes of re-polling).
 // Services: test/support/capi-tier.ts (started once by the global setup).
 import { afterAll, describe, expect, it } from '@jest/globals';
+import { DEFAULT_WAIT_RETRY_AFTER_MAX_SECONDS } from '../../src/domain/upgrade-schedule.ts';
 import { upgradeHooks, type ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
 import { clusterUpgradeStatusQuery } from '../../src/workflows/messages.ts';
-import { CapiTierClient, eventually, hookSequence, type KubeObject } from '../support/capi-cluster.ts';
+import {
+  CapiTierClient,
+  eventually,
+  hookSequence,
+  type HookCallLog,
+  type KubeObject,
+} from '../support/capi-cluster.ts';
 
 const FROM = 'v1.33.0';
 const TARGET = 'v1.35.0';
@@ -190,7 +197,7 @@ describe(`real Cluster API drives the extension`, () => {
   );
 
   it.concurrent(
-    'deleting a cluster whose upgrade is held winds the upgrade down through BeforeClusterDelete',
+    'a held upgrade is called once per capped retryAfterSeconds; deleting its cluster winds it down through BeforeClusterDelete',
     async () => {
       const namespace = await capi.newNamespace('delete');
       const { workflowId } = await createAvailableCluster(namespace, 'c4', {
@@ -204,6 +211,21 @@ describe(`real Cluster API drives the extension`, () => {
         3 * MINUTE,
       );
       expect(held?.status).toBe('False');
+
+      // A wait for a known time answers the time left, capped (60 s by default), and CAPI's hook cache keeps
+      // that answer until it has passed: three calls take two minutes, not 20 s as at the 10 s gate retry.
+      const heldCalls = async (): Promise<HookCallLog[]> =>
+        capi.hookCalls(namespace).filter((c) => c.hook === 'BeforeClusterUpgrade' && /upgradeAt/.test(c.message ?? ''));
+      const waits = await eventually(
+        'three held BeforeClusterUpgrade answers',
+        heldCalls,
+        (c) => c.length >= 3,
+        4 * MINUTE,
+      );
+      expect(waits.map((c) => c.retryAfterSeconds)).toEqual(waits.map(() => DEFAULT_WAIT_RETRY_AFTER_MAX_SECONDS));
+      const gaps = waits.slice(1).map((c, i) => (c.time - waits[i]!.time) / 1000);
+      // CAPI calls again once the cached answer's retryAfterSeconds has passed (its requeue may add a second).
+      expect(gaps.filter((g) => g < DEFAULT_WAIT_RETRY_AFTER_MAX_SECONDS - 1)).toEqual([]);
 
       await capi.kubectl(['delete', 'cluster', '-n', namespace, 'c4', '--wait=false']);
       await eventually(

@@ -53,6 +53,8 @@ export interface HookCallLog {
   /** The Kubernetes version a lifecycle call is about. */
   version?: string;
   retryAfterSeconds?: number;
+  /** When the extension answered (pino's epoch milliseconds). */
+  time: number;
   /** Line number in the extension's log: the order calls were answered in. */
   seq: number;
 }
