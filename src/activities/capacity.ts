@@ -8,14 +8,15 @@ import type { ClusterRef, ReservedCapacity } from '../model/cluster-upgrade.ts';
 import { heartbeating } from './heartbeat.ts';
 import { apiClient, isNotFound, isPreconditionFailed } from './kube.ts';
 import type { CapacityInput, CapacityReadiness, UpgradeActivities } from './upgrade-types.ts';
+import {
+  CAPI_GROUP,
+  CAPI_VERSION,
+  CLUSTER_NAME_LABEL,
+  TOPOLOGY_DEPLOYMENT_NAME_LABEL,
+} from '../platform/kube/capi-api.ts';
 
 /** Cluster annotation recording a capacity reservation (JSON array of {@link RecordedCapacity}). */
 export const RESERVED_CAPACITY_ANNOTATION = 'upgrades.capi-orchestrator.io/reserved-capacity';
-/** Label the topology controller puts on the MachineDeployments it owns: the topology name. */
-export const TOPOLOGY_DEPLOYMENT_NAME_LABEL = 'topology.cluster.x-k8s.io/deployment-name';
-const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
-const CAPI_GROUP = 'cluster.x-k8s.io';
-const CAPI_VERSION = 'v1beta2';
 
 export function createCapacityActivities(
   management: KubeConfig,

@@ -10,10 +10,7 @@ import { readLimitsOf } from '../platform/kube/workload-kube-config.ts';
 import { heartbeating } from './heartbeat.ts';
 import { apiClient, workloadKubeConfig } from './kube.ts';
 import type { HealthCheckInput, HealthReport, UpgradeActivities } from './upgrade-types.ts';
-
-export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
-/** Label Cluster API puts on control-plane Machines. */
-export const MACHINE_CONTROL_PLANE_LABEL = 'cluster.x-k8s.io/control-plane';
+import { CAPI_CORE, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL } from '../platform/kube/capi-api.ts';
 
 interface MachineObject {
   metadata: { name?: string; labels?: Record<string, string> };
@@ -22,15 +19,14 @@ interface MachineObject {
 
 async function listMachines(custom: CustomObjectsApi, ref: ClusterRef): Promise<MachineInfo[]> {
   const list = (await custom.listNamespacedCustomObject({
-    group: 'cluster.x-k8s.io',
-    version: 'v1beta2',
+    ...CAPI_CORE,
     plural: 'machines',
     namespace: ref.namespace,
     labelSelector: `${CLUSTER_NAME_LABEL}=${ref.name}`,
   })) as { items: MachineObject[] };
   return list.items.map((m) => ({
     name: m.metadata.name ?? '',
-    controlPlane: m.metadata.labels?.[MACHINE_CONTROL_PLANE_LABEL] !== undefined,
+    controlPlane: m.metadata.labels?.[CONTROL_PLANE_LABEL] !== undefined,
     ...(m.status?.nodeRef?.name ? { nodeName: m.status.nodeRef.name } : {}),
   }));
 }

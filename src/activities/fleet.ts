@@ -17,9 +17,8 @@ import { heartbeating } from './heartbeat.ts';
 import { createEventRecorder } from './kube-events.ts';
 import { apiClient, isNotFound, statusCode } from './kube.ts';
 import type { UpgradeActivities } from './upgrade-types.ts';
+import { CAPI_GROUP, CAPI_VERSION } from '../platform/kube/capi-api.ts';
 
-const CAPI_GROUP = 'cluster.x-k8s.io';
-const CAPI_VERSION = 'v1beta2';
 const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
 /** How often a wait on the clusters reads their upgrades. */
 const FOLLOW_POLL_MS = 2_000;

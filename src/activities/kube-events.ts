@@ -7,10 +7,9 @@ import { createHash } from 'node:crypto';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { apiClient, isConflict, isManagementClusterConfigured, isNotFound } from './kube.ts';
 import { truncate } from './machine-update-common.ts';
+import { CAPI_GROUP, CAPI_VERSION } from '../platform/kube/capi-api.ts';
 
 const COMPONENT = 'capi-upgrade-orchestrator';
-const CAPI_GROUP = 'cluster.x-k8s.io';
-const CAPI_VERSION = 'v1beta2';
 /** Event messages are cut at 1,024 characters (kubectl shows them whole up to there). */
 const MAX_EVENT_MESSAGE = 1_024;
 

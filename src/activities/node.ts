@@ -31,6 +31,7 @@ import type { MachineRef, MachineUpdateActivities, PreflightResult } from './mac
 import { clusterNodePacing } from './node-pacing.ts';
 import { unavailableBudgetExceeded } from './unavailable-budget.ts';
 import { kubeletMatches } from '../domain/cluster-health.ts';
+import { CAPI_GROUP, CAPI_VERSION } from '../platform/kube/capi-api.ts';
 
 /** Node annotation recording that this extension cordoned the node (set in the same patch as the cordon). */
 export const CORDONED_BY_ANNOTATION = 'upgrades.capi-orchestrator.io/cordoned-by';
@@ -39,8 +40,6 @@ export const CORDONED_BY_US = 'machine-update';
 export const UPDATE_FAILED_ANNOTATION = 'upgrades.capi-orchestrator.io/update-failed';
 export const UPDATE_FAILED_MAX_LENGTH = 1024;
 
-const CAPI_GROUP = 'cluster.x-k8s.io';
-const CAPI_VERSION = 'v1beta2';
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 // Node conditions merge by type: a strategic merge patch leaves the kubelet's own alone.
 const strategicMergePatch = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);

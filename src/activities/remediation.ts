@@ -11,6 +11,7 @@ import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } fr
 import { apiClient, isNotFound, retryOnConflict } from './kube.ts';
 import type { MachineRef, MachineUpdateActivities } from './machine-update-types.ts';
 import { readMachine } from './node.ts';
+import { CAPI_CORE } from '../platform/kube/capi-api.ts';
 
 /** CAPI's annotation: a MachineHealthCheck leaves a Machine carrying it alone. */
 export const SKIP_REMEDIATION_ANNOTATION = 'cluster.x-k8s.io/skip-remediation';
@@ -34,8 +35,7 @@ export function createRemediationActivities(management: KubeConfig): Remediation
     try {
       await custom.patchNamespacedCustomObject(
         {
-          group: 'cluster.x-k8s.io',
-          version: 'v1beta2',
+          ...CAPI_CORE,
           plural: 'machines',
           namespace: machine.namespace,
           name: machine.name,

@@ -11,11 +11,12 @@ import { CoreV1Api, type CustomObjectsApi, type KubeConfig, type V1Node } from '
 import { listPaged } from '../platform/kube/paged-list.ts';
 import { allowedUnavailable } from '../domain/max-unavailable.ts';
 import { apiClient, isNotFound } from './kube.ts';
-
-const CAPI = { group: 'cluster.x-k8s.io', version: 'v1beta2' };
-const DEPLOYMENT_LABEL = 'cluster.x-k8s.io/deployment-name';
-const CLUSTER_LABEL = 'cluster.x-k8s.io/cluster-name';
-const CONTROL_PLANE_LABEL = 'cluster.x-k8s.io/control-plane';
+import {
+  CAPI_CORE,
+  CLUSTER_NAME_LABEL,
+  CONTROL_PLANE_LABEL,
+  DEPLOYMENT_NAME_LABEL,
+} from '../platform/kube/capi-api.ts';
 
 interface MachineLike {
   metadata?: { name?: string; labels?: Record<string, string>; deletionTimestamp?: string };
@@ -42,12 +43,12 @@ export async function unavailableBudgetExceeded(
   let group: string;
   let selector: string;
   let allowed: number;
-  const deployment = labels[DEPLOYMENT_LABEL];
+  const deployment = labels[DEPLOYMENT_NAME_LABEL];
   if (deployment) {
     let md: DeploymentLike;
     try {
       md = (await custom.getNamespacedCustomObject({
-        ...CAPI,
+        ...CAPI_CORE,
         plural: 'machinedeployments',
         namespace,
         name: deployment,
@@ -59,17 +60,22 @@ export async function unavailableBudgetExceeded(
     const rolling = md.spec?.rollout?.strategy?.rollingUpdate ?? md.spec?.strategy?.rollingUpdate;
     allowed = allowedUnavailable(rolling?.maxUnavailable, md.spec?.replicas ?? 1);
     group = `MachineDeployment ${namespace}/${deployment}`;
-    selector = `${CLUSTER_LABEL}=${clusterName},${DEPLOYMENT_LABEL}=${deployment}`;
+    selector = `${CLUSTER_NAME_LABEL}=${clusterName},${DEPLOYMENT_NAME_LABEL}=${deployment}`;
   } else if (CONTROL_PLANE_LABEL in labels) {
     // KCP updates in place one machine at a time (maxSurge 0): no other may be out.
     allowed = 1;
     group = `the control plane of cluster ${namespace}/${clusterName}`;
-    selector = `${CLUSTER_LABEL}=${clusterName},${CONTROL_PLANE_LABEL}`;
+    selector = `${CLUSTER_NAME_LABEL}=${clusterName},${CONTROL_PLANE_LABEL}`;
   } else {
     return undefined;
   }
   const [machines, nodes] = await Promise.all([
-    custom.listNamespacedCustomObject({ ...CAPI, plural: 'machines', namespace, labelSelector: selector }) as Promise<{
+    custom.listNamespacedCustomObject({
+      ...CAPI_CORE,
+      plural: 'machines',
+      namespace,
+      labelSelector: selector,
+    }) as Promise<{
       items: MachineLike[];
     }>,
     listPaged(kc, 'nodes', (page) => apiClient(kc, CoreV1Api).listNode(page)),

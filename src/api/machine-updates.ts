@@ -38,11 +38,11 @@ import type { NodeAgentCheck } from './node-agents.ts';
 import { machineKindOfTemplate, type NodeUpgraderCheck, type UpgraderAnswer } from './node-upgraders.ts';
 import type { InPlaceHandlers } from './routes/in-place.ts';
 import { updateMachineRule, type RequestChecks } from './request-checks.ts';
+import { CLUSTER_NAME_LABEL } from '../platform/kube/capi-api.ts';
 
 const RETRY_AFTER_SECONDS = 10;
 
 const NOT_IN_PLACE = 'not in place (rolled out instead)';
-const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
 
 function declinedMessage(declined: readonly Declined[]): { message?: string } {
   if (declined.length === 0) return {};

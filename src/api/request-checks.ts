@@ -17,6 +17,7 @@ import { apiClient, isObjectNotFound } from '../activities/kube.ts';
 import { hookRequestChecks } from '../ops/metrics.ts';
 import { BackendUnavailable, HookFailure } from './errors.ts';
 import type { HookContext } from './hook-route.ts';
+import { CAPI_GROUP, CAPI_VERSION } from '../platform/kube/capi-api.ts';
 
 /** Set by KCP / the MachineSet controller on a Machine it updates in place (clusterv1.UpdateInProgressAnnotation). */
 export const UPDATE_IN_PROGRESS_ANNOTATION = 'in-place-updates.internal.cluster.x-k8s.io/update-in-progress';
@@ -222,8 +223,8 @@ export function managementObjects(management: KubeConfig, opts: { version?: stri
   const get = async (plural: 'clusters' | 'machines', namespace: string, name: string) => {
     try {
       return (await custom.getNamespacedCustomObject({
-        group: 'cluster.x-k8s.io',
-        version: opts.version ?? 'v1beta2',
+        group: CAPI_GROUP,
+        version: opts.version ?? CAPI_VERSION,
         namespace,
         plural,
         name,

@@ -20,6 +20,7 @@ import {
 } from './in-memory-samples.ts';
 import { policyKeys } from '../domain/policy-keys.ts';
 import { CLUSTER_UPGRADE_MEMO_KEY, type ClusterUpgradeMemo } from '../model/cluster-upgrade.ts';
+import { CONTROL_PLANE_LABEL } from '../platform/kube/capi-api.ts';
 
 const run = promisify(execFile);
 
@@ -134,7 +135,7 @@ export function machineSummary(list: Machine[]): string {
       deleting++;
       continue;
     }
-    const role = m.metadata.labels?.['cluster.x-k8s.io/control-plane'] !== undefined ? 'control plane' : 'workers';
+    const role = m.metadata.labels?.[CONTROL_PLANE_LABEL] !== undefined ? 'control plane' : 'workers';
     const key = `${role} ${m.spec.version ?? '?'}${m.status?.nodeRef ? '' : ' (provisioning)'}`;
     groups.set(key, (groups.get(key) ?? 0) + 1);
   }

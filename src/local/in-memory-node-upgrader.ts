@@ -34,6 +34,7 @@ import {
   NODE_UPGRADE_VERSION as VERSION,
 } from '../activities/executors/node-upgrade-request.ts';
 import { IN_PLACE_PATHS_ANNOTATION } from '../api/node-upgraders.ts';
+import { CAPI_CORE } from '../platform/kube/capi-api.ts';
 
 const MANAGED_BY = 'app.kubernetes.io/managed-by=capi-upgrade-orchestrator';
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -266,8 +267,7 @@ export class StandInUpgrader {
     const [namespace, name] = machine.split('/') as [string, string];
     const custom = this.management.makeApiClient(CustomObjectsApi);
     const m = (await custom.getNamespacedCustomObject({
-      group: 'cluster.x-k8s.io',
-      version: 'v1beta2',
+      ...CAPI_CORE,
       plural: 'machines',
       namespace,
       name,

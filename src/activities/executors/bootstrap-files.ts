@@ -16,6 +16,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { apiClient, isConflict, isNotFound } from '../kube.ts';
 import { MACHINE_UPDATE_FAILURES } from '../machine-update-common.ts';
 import type { MachineRef, NodeUpgradeInput } from '../machine-update-types.ts';
+import { CAPI_BOOTSTRAP } from '../../platform/kube/capi-api.ts';
 
 /** One KubeadmConfig `spec.files` entry: `contentFrom` resolved, `encoding` decoded. */
 export interface BootstrapFile {
@@ -74,8 +75,7 @@ export async function readBootstrapFiles(management: KubeConfig, ref: MachineRef
   let config: { spec?: { files?: KubeadmConfigFile[] } };
   try {
     config = (await apiClient(management, CustomObjectsApi).getNamespacedCustomObject({
-      group: 'bootstrap.cluster.x-k8s.io',
-      version: 'v1beta2',
+      ...CAPI_BOOTSTRAP,
       plural: 'kubeadmconfigs',
       namespace: ref.namespace,
       name: ref.name,

@@ -26,8 +26,8 @@ import {
   reportedFailure,
   requestExecution,
 } from './node-upgrade-request.ts';
+import { CLUSTER_NAME_LABEL } from '../../platform/kube/capi-api.ts';
 
-export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
 export const MACHINE_NAME_LABEL = 'upgrades.capi-orchestrator.io/machine-name';
 const MACHINE_API_VERSION = 'cluster.x-k8s.io/v1beta2';
 
