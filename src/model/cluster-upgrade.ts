@@ -2,6 +2,10 @@
 // by the api, the workflows and the activities. Nothing here imports Temporal
 // or touches the network, so activities can use it without workflow code.
 import type { AlertGateStatus, AlertPolicy } from './alerts.ts';
+import type { UpgradeHook } from './hooks.ts';
+
+// The hooks an upgrade gates are named in hooks.ts with every other hook.
+export { upgradeHooks, type UpgradeHook } from './hooks.ts';
 
 /** Upgrade policy for one cluster, as domain/upgrade-policy.ts resolves it (defaults ← settings ← annotations). */
 /** A maintenance freeze: no new step starts between `from` and `to`. */
@@ -70,24 +74,6 @@ export interface AbortInput {
   /** No resume afterwards: the workflow cleans up and ends (cluster deletion). */
   final?: boolean;
 }
-
-/** The lifecycle hooks an upgrade workflow gates. */
-export type UpgradeHook =
-  | 'BeforeClusterUpgrade'
-  | 'BeforeControlPlaneUpgrade'
-  | 'AfterControlPlaneUpgrade'
-  | 'BeforeWorkersUpgrade'
-  | 'AfterWorkersUpgrade'
-  | 'AfterClusterUpgrade';
-
-export const upgradeHooks: readonly UpgradeHook[] = [
-  'BeforeClusterUpgrade',
-  'BeforeControlPlaneUpgrade',
-  'AfterControlPlaneUpgrade',
-  'BeforeWorkersUpgrade',
-  'AfterWorkersUpgrade',
-  'AfterClusterUpgrade',
-];
 
 /** One hook call as the workflow records it: which hook, for which step version. */
 export interface HookCall {

@@ -12,21 +12,33 @@ export type FailurePolicy = 'Fail' | 'Ignore';
 export const hookDefaults = {
   BeforeClusterCreate: { family: 'lifecycle', defaultFailurePolicy: 'Ignore' },
   AfterControlPlaneInitialized: { family: 'lifecycle', defaultFailurePolicy: 'Ignore' },
-  BeforeClusterUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
-  BeforeControlPlaneUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
-  AfterControlPlaneUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
-  BeforeWorkersUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
-  AfterWorkersUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
-  AfterClusterUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
+  BeforeClusterUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail', upgradeGate: true },
+  BeforeControlPlaneUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail', upgradeGate: true },
+  AfterControlPlaneUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail', upgradeGate: true },
+  BeforeWorkersUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail', upgradeGate: true },
+  AfterWorkersUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail', upgradeGate: true },
+  AfterClusterUpgrade: { family: 'lifecycle', defaultFailurePolicy: 'Fail', upgradeGate: true },
   BeforeClusterDelete: { family: 'lifecycle', defaultFailurePolicy: 'Fail' },
   GenerateUpgradePlan: { family: 'upgrade-plan', defaultFailurePolicy: 'Fail' },
   CanUpdateMachine: { family: 'in-place', defaultFailurePolicy: 'Fail' },
   CanUpdateMachineSet: { family: 'in-place', defaultFailurePolicy: 'Fail' },
   UpdateMachine: { family: 'in-place', defaultFailurePolicy: 'Fail' },
-} as const satisfies Record<string, { family: HookFamily; defaultFailurePolicy: FailurePolicy }>;
+} as const satisfies Record<string, { family: HookFamily; defaultFailurePolicy: FailurePolicy; upgradeGate?: true }>;
 
 export type HookName = keyof typeof hookDefaults;
 export const hookNames = Object.keys(hookDefaults) as HookName[];
+
+type HooksWhere<P> = { [H in HookName]: (typeof hookDefaults)[H] extends P ? H : never }[HookName];
+/** BeforeClusterCreate … BeforeClusterDelete, in the order CAPI calls them. */
+export type LifecycleHook = HooksWhere<{ family: 'lifecycle' }>;
+export const lifecycleHooks: readonly LifecycleHook[] = hookNames.filter(
+  (h): h is LifecycleHook => hookDefaults[h].family === 'lifecycle',
+);
+/** The lifecycle hooks an upgrade workflow gates, in the order CAPI calls them. */
+export type UpgradeHook = HooksWhere<{ upgradeGate: true }>;
+export const upgradeHooks: readonly UpgradeHook[] = hookNames.filter(
+  (h): h is UpgradeHook => 'upgradeGate' in hookDefaults[h],
+);
 
 /** `BeforeClusterUpgrade` → `before-cluster-upgrade`: the default handler name (as CAPI's test extension names them). */
 export function defaultHandlerName(hookName: HookName): string {

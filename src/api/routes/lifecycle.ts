@@ -2,20 +2,11 @@
 // does is decided by the handlers passed in (the cluster upgrade workflow
 // client); this file only binds them to their routes.
 import type { FastifyPluginAsync } from 'fastify';
+import { lifecycleHooks, type LifecycleHook } from '../../model/hooks.ts';
 import { registerHook, type HookImplementation, type HookRouteOptions } from '../hook-route.ts';
 
-export const lifecycleHooks = [
-  'BeforeClusterCreate',
-  'AfterControlPlaneInitialized',
-  'BeforeClusterUpgrade',
-  'BeforeControlPlaneUpgrade',
-  'AfterControlPlaneUpgrade',
-  'BeforeWorkersUpgrade',
-  'AfterWorkersUpgrade',
-  'AfterClusterUpgrade',
-  'BeforeClusterDelete',
-] as const;
-export type LifecycleHook = (typeof lifecycleHooks)[number];
+export { lifecycleHooks, type LifecycleHook };
+
 export type LifecycleHandlers = { [H in LifecycleHook]: HookImplementation<H> };
 
 export const lifecycleRoutes: FastifyPluginAsync<HookRouteOptions & { handlers: LifecycleHandlers }> = async (
