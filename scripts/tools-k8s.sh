@@ -28,7 +28,8 @@ TOOLS_LOG=tools-k8s
 # Versions. Kubernetes and etcd come from the go.mod files (single source of truth).
 ETCD_VERSION="$(gomod_require tools/etcd go.etcd.io/etcd/server/v3)"
 KWOK_VERSION="v0.8.0"
-CAPI_VERSION="v1.14.2"
+# The CRDs of the Cluster API release tools/capi builds the managers of: one pin for both.
+CAPI_VERSION="$(gomod_require tools/capi sigs.k8s.io/cluster-api)"
 CERT_MANAGER_VERSION="v1.19.1"
 PROMETHEUS_OPERATOR_VERSION="v0.85.0"
 
@@ -37,6 +38,7 @@ tool_args "$@"
 # The Kubernetes release, checked against every k8s.io/* staging replace.
 KUBE_VERSION="$(kube_version tools/k8s)"
 [ -n "$ETCD_VERSION" ] || die "cannot read the etcd version from tools/etcd/go.mod"
+[ -n "$CAPI_VERSION" ] || die "cannot read the sigs.k8s.io/cluster-api version from tools/capi/go.mod"
 
 mkdir -p "$TOOLS"
 # Serialise concurrent callers (e.g. two test runs) so a cold build happens once.
