@@ -56,6 +56,3 @@ export class EnvReader {
     return fallback;
   }
 }
-
-/** A Kubernetes DNS-1123 label (namespace and handler names). */
-export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;

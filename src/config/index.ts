@@ -11,7 +11,8 @@ import {
 import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../model/machine-update.ts';
 import type { TemporalConnectionSettings, TemporalTlsSettings } from '../temporal-connection.ts';
 import { parseWorkerVersioning, type WorkerVersioning } from '../worker-versioning.ts';
-import { DNS1123_LABEL, EnvReader } from './env.ts';
+import { DNS1123_LABEL } from '../model/cluster-upgrade.ts';
+import { EnvReader } from './env.ts';
 import { readHandlers, readServerConfig, type HandlerConfig, type ServerConfig } from './server.ts';
 import { readWorkloadReadLimits } from './workload-reads.ts';
 import type { WorkloadReadLimits } from '../platform/kube/workload-limits.ts';
@@ -178,7 +179,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
 
   function nodeUpgraderNamespace(): string {
     const raw = read.str('NODE_UPGRADER_NAMESPACE', DEFAULT_NODE_UPGRADER_NAMESPACE);
-    if (!DNS1123_LABEL.test(raw) || raw.length > 63)
+    if (!DNS1123_LABEL.test(raw))
       read.problems.push(`NODE_UPGRADER_NAMESPACE=${JSON.stringify(raw)}: not a namespace name`);
     return raw;
   }

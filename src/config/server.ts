@@ -9,7 +9,8 @@ import {
   type HookFamily,
   type HookName,
 } from '../model/hooks.ts';
-import { DNS1123_LABEL, type EnvReader } from './env.ts';
+import { DNS1123_LABEL } from '../model/cluster-upgrade.ts';
+import type { EnvReader } from './env.ts';
 
 export interface HandlerConfig {
   hook: HookName;
@@ -198,7 +199,7 @@ export function readHandlers(read: EnvReader): HandlerConfig[] {
   const handlers = hookNames.map((hook): HandlerConfig => {
     const infix = hookEnvName(hook);
     const name = read.str(`HOOK_${infix}_NAME`, defaultHandlerName(hook));
-    if (!DNS1123_LABEL.test(name) || name.length > 63) {
+    if (!DNS1123_LABEL.test(name)) {
       read.problems.push(`HOOK_${infix}_NAME=${JSON.stringify(name)}: must be a DNS-1123 label`);
     }
     const policy = read.str(`HOOK_${infix}_FAILURE_POLICY`, hookDefaults[hook].defaultFailurePolicy);
