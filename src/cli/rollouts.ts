@@ -15,6 +15,7 @@ import { workflowTypes } from '../model/workflow-types.ts';
 import { UsageError } from './operations.ts';
 import { rolloutHoldLines } from './held.ts';
 import { table } from './table.ts';
+import { abortRolloutSignal, approveWaveSignal, pauseRolloutSignal, resumeSignal } from '../workflows/messages.ts';
 
 export const ROLLOUT_USAGE = `  rollout start <name> --selector SEL --version V --waves 1,10%,100%
                 [--namespaces A,B] [--cluster-class C] [--soak 30m] [--max-concurrent 5]
@@ -163,14 +164,16 @@ export async function controlRollout(client: Client, name: string, control: Roll
   if (control === 'approve') {
     const wave = whole('wave', f.wave, 0);
     if (wave < 1) throw new UsageError('rollout approve: --wave N is required');
-    await handle.signal('approve', { wave, by: f.by ?? process.env.USER ?? 'unknown' });
+    await handle.signal(approveWaveSignal, { wave, by: f.by ?? process.env.USER ?? 'unknown' });
   } else if (control === 'abort') {
-    await handle.signal('abort', {
+    await handle.signal(abortRolloutSignal, {
       ...(f.reason ? { reason: f.reason } : {}),
       abortInFlight: f['abort-in-flight'] === true,
     });
+  } else if (control === 'pause') {
+    await handle.signal(pauseRolloutSignal);
   } else {
-    await handle.signal(control);
+    await handle.signal(resumeSignal);
   }
   return { workflowId: d.workflowId };
 }
