@@ -6,7 +6,7 @@ import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } fr
 import { ApplicationFailure } from '@temporalio/common';
 import type { ClusterRef, ReservedCapacity } from '../model/cluster-upgrade.ts';
 import { heartbeating } from './heartbeat.ts';
-import { apiClient, isNotFound, isPreconditionFailed } from './kube.ts';
+import { apiClient, isNotFound, retryOnConflict } from './kube.ts';
 import type { CapacityInput, CapacityReadiness, UpgradeActivities } from './upgrade-types.ts';
 import {
   CAPI_GROUP,
@@ -160,16 +160,6 @@ export function scaledReplicas(current: number, entry: ReservedCapacity, step: '
   const extra = entry.reservedReplicas - entry.originalReplicas;
   if (step === 'reserve') return current === entry.originalReplicas ? entry.reservedReplicas : current;
   return current > entry.originalReplicas ? Math.max(entry.originalReplicas, current - extra) : current;
-}
-
-async function retryOnConflict<T>(fn: () => Promise<T>, attempts = 5): Promise<T> {
-  for (let i = 1; ; i++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (i >= attempts || !isPreconditionFailed(err)) throw err;
-    }
-  }
 }
 
 class CapiObjects {

@@ -15,7 +15,7 @@ import { FLEET_ROLLOUT_ANNOTATION, type ClusterUpgradeProgress, type SelectedClu
 import type { FleetActivities, SetVersionResult } from './fleet-types.ts';
 import { heartbeating } from './heartbeat.ts';
 import { createEventRecorder } from './kube-events.ts';
-import { apiClient, isNotFound, statusCode } from './kube.ts';
+import { apiClient, isNotFound, retryOnConflict, statusCode } from './kube.ts';
 import type { UpgradeActivities } from './upgrade-types.ts';
 import { CAPI_GROUP, CAPI_VERSION } from '../platform/kube/capi-api.ts';
 
@@ -73,7 +73,8 @@ export function createFleetActivities(deps: FleetActivityDeps): FleetActivities 
 
   /** Read, then a JSON patch that tests resourceVersion: optimistic concurrency, retried on a race. */
   const setVersion = async (rollout: string, target: string, c: SelectedCluster): Promise<SetVersionResult> => {
-    for (let attempt = 1; ; attempt++) {
+    // undefined: patched now.
+    const early = await retryOnConflict(async (): Promise<SetVersionResult | undefined> => {
       const now = await getCluster(c);
       if (!now || now.metadata?.uid !== c.uid) return { uid: c.uid, outcome: 'gone' };
       const found = now.spec?.topology?.version ?? '';
@@ -119,14 +120,14 @@ export function createFleetActivities(deps: FleetActivityDeps): FleetActivities 
           },
           jsonPatch,
         );
-        break;
+        return undefined;
       } catch (err) {
-        const code = statusCode(err);
-        if (code === 404) return { uid: c.uid, outcome: 'gone' };
-        // 422: the Cluster changed between the read and the patch; read again.
-        if (code !== 422 || attempt >= 5) throw err;
+        if (statusCode(err) === 404) return { uid: c.uid, outcome: 'gone' };
+        // 422: the Cluster changed between the read and the patch; retryOnConflict reads again.
+        throw err;
       }
-    }
+    });
+    if (early) return early;
     await recordEvent({
       kind: 'Cluster',
       namespace: c.namespace,

@@ -279,13 +279,17 @@ export function isConflict(err: unknown): boolean {
   return statusCode(err) === 409;
 }
 
-/** Retries on 409 (a stale resourceVersion in a read-modify-patch) only, up to `attempts` tries. */
+/**
+ * A write conditioned on what was read lost a race: read again and retry, up to `attempts` tries.
+ * The one rule for every read-modify-write here: 409 (a stale resourceVersion) or 422 (a JSON
+ * patch's `test` operation failed).
+ */
 export async function retryOnConflict<T>(fn: () => Promise<T>, attempts = 5): Promise<T> {
   for (let i = 1; ; i++) {
     try {
       return await fn();
     } catch (err) {
-      if (i >= attempts || !isConflict(err)) throw err;
+      if (i >= attempts || !isPreconditionFailed(err)) throw err;
     }
   }
 }
