@@ -10,8 +10,9 @@
 //     node_modules installed from package-lock.json into the tool cache (never the repository's);
 //   - the Dockerfile's runtime stage: ENV, labels, USER 1000:1000, WORKDIR /app, EXPOSE 9443,
 //     ENTRYPOINT (test/nodes/image.test.ts checks the two agree, listing both).
-// Reproducible: every entry's time is SOURCE_DATE_EPOCH (the Makefile passes the commit's
-// time), entries are sorted, owners fixed; the same inputs give the same manifest digest.
+// Reproducible: the app layer's entries and `created` take SOURCE_DATE_EPOCH (the Makefile passes
+// the commit's time), the dependency layers' entries 0; entries are sorted, owners fixed; the same
+// inputs give the same manifest digest.
 //   node scripts/image.ts [--version v0.2.0] [--build-id abc1234] [--revision <sha>] [--out out]
 //                         [--push host:port/name[:tag]] [--ca registry-ca.pem] [--pin]
 // Writes <out>/image (an OCI layout, tagged with the version or `latest`) and <out>/image.oci.tar
@@ -373,6 +374,10 @@ export function assembleImage(inputs: ImageInputs, args: ImageArgs, mtime = sour
   ];
   return buildImage({
     mtime,
+    // The layers made of pinned inputs (the packages, node, the lock's modules) do not take the
+    // commit's time: the same pins give the same layers from one commit to the next, so a
+    // registry stores them once and a node pulls only the app layer of a new release.
+    layerMtimes: [0, 0, 0],
     layers: [
       baseLayer(inputs.debs),
       [{ type: 'file', path: 'usr/local/bin/node', from: inputs.node.binary, mode: 0o755 }],

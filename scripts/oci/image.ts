@@ -38,6 +38,8 @@ export interface ImageSpec {
   os?: string;
   /** Seconds since the epoch for `created` and every entry; default SOURCE_DATE_EPOCH, else 0. */
   mtime?: number;
+  /** Per layer, an entry time other than `mtime` (e.g. 0 for layers of pinned dependencies, shared across builds). */
+  layerMtimes?: readonly (number | undefined)[];
   /** Default gzip. Uncompressed layers' digests do not depend on the zlib build. */
   compression?: 'gzip' | 'none';
   annotations?: Record<string, string>;
@@ -58,7 +60,7 @@ export interface OciImage {
 export function buildImage(spec: ImageSpec): OciImage {
   const mtime = spec.mtime ?? sourceDateEpoch();
   const gzip = (spec.compression ?? 'gzip') === 'gzip';
-  const tars = spec.layers.map((entries) => tar(entries.map(readEntry), { mtime }));
+  const tars = spec.layers.map((entries, i) => tar(entries.map(readEntry), { mtime: spec.layerMtimes?.[i] ?? mtime }));
   const diffIds = tars.map((t) => sha256Digest(t));
   const compress = spec.compress ?? ((t: Buffer) => deterministicGzip(t));
   const layers = tars.map((t, i) =>

@@ -147,7 +147,10 @@ describe('make image', () => {
     const second = assembleImage(prepareInputs(join(dir, 'second')), ARGS, MTIME);
     expect(second.diffIds).toEqual(image.diffIds);
     expect(second.manifest.digest).toBe(image.manifest.digest);
-    // Another build id changes the configuration only: the layers are shared.
+    // Another commit's time changes the app layer only; another build id the configuration only.
+    const later = assembleImage(inputs, ARGS, MTIME + 86_400);
+    expect(later.layers.slice(0, 3).map((l) => l.digest)).toEqual(image.layers.slice(0, 3).map((l) => l.digest));
+    expect(later.layers[3]!.digest).not.toBe(image.layers[3]!.digest);
     const restamped = assembleImage(inputs, { ...ARGS, buildId: 'another' }, MTIME);
     expect(restamped.layers.map((l) => l.digest)).toEqual(image.layers.map((l) => l.digest));
     expect(restamped.manifest.digest).not.toBe(image.manifest.digest);
