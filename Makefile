@@ -7,7 +7,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 JEST := node --experimental-vm-modules --no-warnings=ExperimentalWarning node_modules/jest/bin/jest.js
 
-.PHONY: help dev demo env test release test-unit test-workflow test-e2e test-integration test-capi test-production test-nodes lint build bench bench-fleet bench-vs-go bench-machine-updates chaos clean check-fresh
+.PHONY: help dev demo env test release image test-unit test-workflow test-e2e test-integration test-capi test-production test-nodes lint build bench bench-fleet bench-vs-go bench-machine-updates chaos clean check-fresh
 
 # Every target is listed here (test/unit/make-help.test.ts checks it, and that the README names only these).
 help:
@@ -26,6 +26,7 @@ help:
 	@echo "make test-production  the production-Temporal tier only: Temporal's services on PostgreSQL, 2 api + 2 worker processes"
 	@echo "make test-nodes  the real-node tier only: kubeadm clusters on container nodes (systemd-nspawn, containerd, kubelet) upgraded in place by the job executor (root)"
 	@echo "make release VERSION=vX.Y.Z [IMAGE=registry/name]  release assets in out/: clusterctl components, metadata.yaml, notes from CHANGELOG.md's [Unreleased], checksums (docs/release.md)"
+	@echo "make image [VERSION=vX.Y.Z BUILD_ID=… REVISION=… IMAGE=host:port/name IMAGE_CA=ca.pem]  the Dockerfile's image without Docker: an OCI layout in out/image, reproducible; IMAGE pushes it (docs/release.md)"
 	@echo "make check-fresh  make test from a fresh clone of HEAD with empty tool and Go module caches (as a new machine)"
 	@echo "make bench      hook server latency/throughput benchmark"
 	@echo "make bench-fleet  500 clusters' hooks at 100 req/s against api, worker and Temporal as separate processes (BENCH_ARGS='--clusters 500 --rate 100'; '--profile 10k --temporal production': 10,000 upgrades polled at 1,000 req/s on Temporal's services and PostgreSQL; '--management testbed --request-checks on|off': what the request checks cost; '--profile waiting [--clusters 10000]': a fleet waiting for a window, driven as CAPI drives it)"
@@ -58,6 +59,14 @@ test:
 # kubectl's built-in kustomize renders config/release (the test-bed tools provide kubectl).
 release:
 	@source scripts/env.sh --testbed && node scripts/release.ts --version "$(VERSION)" --image "$(IMAGE)" --out out
+
+# The Dockerfile's build args; every file time is the commit's (reproducible: same commit and args, same digest).
+BUILD_ID ?=
+REVISION ?=
+image:
+	@source scripts/env.sh && SOURCE_DATE_EPOCH="$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct)}" node scripts/image.ts \
+	  --version "$(VERSION)" --build-id "$(BUILD_ID)" --revision "$(REVISION)" --out out \
+	  $(if $(IMAGE),--push "$(IMAGE)") $(if $(IMAGE_CA),--ca "$(IMAGE_CA)")
 
 check-fresh:
 	@bash scripts/check-fresh.sh

@@ -115,6 +115,21 @@ function instanceRbac(doc: string): string {
     : bound;
 }
 
+/** The clusterctl variable that names the promote Job's image (clusterctl's image overrides skip Jobs). */
+export const PROMOTE_IMAGE_VARIABLE = 'CAPI_UPGRADE_PROMOTE_IMAGE';
+
+/**
+ * The image in one object. Deployments carry the literal reference: clusterctl parses it to apply
+ * the `images:` overrides of clusterctl.yaml (on `init`, `upgrade` and `generate provider
+ * --describe`, where no variable is substituted), and a `${VAR:=…}` there is no reference to it.
+ * Those overrides reach Deployments and DaemonSets only, so the promote Job, which must run the
+ * workers' image (its build id), takes a variable a mirror's user sets to the same image.
+ */
+function fillImage(doc: string, image: string): string {
+  const value = documentKind(doc) === 'Job' ? `\${${PROMOTE_IMAGE_VARIABLE}:=${image}}` : image;
+  return doc.replaceAll('__RELEASE_IMAGE__:__RELEASE_TAG__', value);
+}
+
 /**
  * Fills config/release's tokens and splits the objects clusterctl cannot install (it
  * moves every namespaced object into the provider's one namespace) from the rest.
@@ -123,12 +138,12 @@ export function releaseComponents(
   rendered: string,
   release: { version: ReleaseVersion; image: string },
 ): { components: string; clientCertificates: string } {
-  const filled = rendered
-    .replaceAll('__RELEASE_IMAGE__:__RELEASE_TAG__', `\${CAPI_UPGRADE_IMAGE:=${release.image}}`)
-    .replaceAll('__RELEASE_VERSION__', release.version.tag);
-  const leftover = /__RELEASE_\w+__/.exec(filled);
+  const filled = splitDocuments(rendered.replaceAll('__RELEASE_VERSION__', release.version.tag)).map((d) =>
+    fillImage(d, release.image),
+  );
+  const leftover = /__RELEASE_\w+__/.exec(filled.join('---\n'));
   if (leftover) throw new Error(`config/release left the token ${leftover[0]} unfilled`);
-  const docs = splitDocuments(filled).map(quoteVariables).map(instanceRbac);
+  const docs = filled.map(quoteVariables).map(instanceRbac);
   const own = docs.filter((d) => [NAMESPACE, ''].includes(documentNamespace(d)));
   const foreign = docs.filter((d) => !own.includes(d));
   const namespaces = own.filter((d) => documentKind(d) === 'Namespace');
@@ -275,7 +290,7 @@ function main(): void {
     console.error(
       `warning: no IMAGE given: the components name ${image}, which this project does not publish; ` +
         'build and push the image yourself and name it (make release VERSION=… IMAGE=registry/name), ' +
-        'or set CAPI_UPGRADE_IMAGE when you run clusterctl init',
+        "or override it with clusterctl's images: (docs/release.md)",
     );
   console.log(`${PROVIDER_NAME} ${version.tag} (image ${image}) written to ${out}:`);
   for (const name of Object.keys(files)) console.log(`  ${name}`);

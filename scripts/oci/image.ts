@@ -26,6 +26,8 @@ export interface ImageConfig {
   user?: string;
   workingDir?: string;
   labels?: Record<string, string>;
+  /** e.g. `9443/tcp` (the image spec's ExposedPorts, a set). */
+  exposedPorts?: string[];
 }
 
 export interface ImageSpec {
@@ -36,9 +38,13 @@ export interface ImageSpec {
   os?: string;
   /** Seconds since the epoch for `created` and every entry; default SOURCE_DATE_EPOCH, else 0. */
   mtime?: number;
+  /** Per layer, an entry time other than `mtime` (e.g. 0 for layers of pinned dependencies, shared across builds). */
+  layerMtimes?: readonly (number | undefined)[];
   /** Default gzip. Uncompressed layers' digests do not depend on the zlib build. */
   compression?: 'gzip' | 'none';
   annotations?: Record<string, string>;
+  /** Gzips a layer's tar (default deterministicGzip); a caller may cache the result by diff_id. */
+  compress?: (tar: Buffer, diffId: string, gzip: (tar: Buffer) => Buffer) => Buffer;
 }
 
 export interface OciImage {
@@ -47,14 +53,19 @@ export interface OciImage {
   layers: Blob[];
   /** sha256 of each layer's uncompressed tar (the config's rootfs.diff_ids). */
   diffIds: string[];
+  /** Bytes of each layer's uncompressed tar. */
+  diffSizes: number[];
 }
 
 export function buildImage(spec: ImageSpec): OciImage {
   const mtime = spec.mtime ?? sourceDateEpoch();
   const gzip = (spec.compression ?? 'gzip') === 'gzip';
-  const tars = spec.layers.map((entries) => tar(entries.map(readEntry), { mtime }));
+  const tars = spec.layers.map((entries, i) => tar(entries.map(readEntry), { mtime: spec.layerMtimes?.[i] ?? mtime }));
   const diffIds = tars.map((t) => sha256Digest(t));
-  const layers = tars.map((t) => (gzip ? blob(MEDIA_TYPE.layerGzip, deterministicGzip(t)) : blob(MEDIA_TYPE.layer, t)));
+  const compress = spec.compress ?? ((t: Buffer) => deterministicGzip(t));
+  const layers = tars.map((t, i) =>
+    gzip ? blob(MEDIA_TYPE.layerGzip, compress(t, diffIds[i]!, deterministicGzip)) : blob(MEDIA_TYPE.layer, t),
+  );
   const config = jsonBlob(MEDIA_TYPE.config, {
     created: new Date(mtime * 1000).toISOString(),
     architecture: spec.architecture ?? 'amd64',
@@ -70,7 +81,7 @@ export function buildImage(spec: ImageSpec): OciImage {
     layers: layers.map((l) => descriptor(l)),
     ...(spec.annotations ? { annotations: sortedKeys(spec.annotations) } : {}),
   });
-  return { manifest, config, layers, diffIds };
+  return { manifest, config, layers, diffIds, diffSizes: tars.map((t) => t.length) };
 }
 
 function readEntry(entry: LayerEntry): TarEntry {
@@ -84,6 +95,7 @@ function readEntry(entry: LayerEntry): TarEntry {
 function runtimeConfig(c: ImageConfig): Record<string, unknown> {
   return {
     ...(c.user !== undefined ? { User: c.user } : {}),
+    ...(c.exposedPorts ? { ExposedPorts: Object.fromEntries([...c.exposedPorts].sort().map((p) => [p, {}])) } : {}),
     ...(c.env ? { Env: c.env } : {}),
     ...(c.entrypoint ? { Entrypoint: c.entrypoint } : {}),
     ...(c.cmd ? { Cmd: c.cmd } : {}),

@@ -10,8 +10,8 @@ import type { OciImage } from './image.ts';
 export interface RegistryTarget {
   /** `https://<host>:<port>` */
   url: string;
-  /** The CA that signed the registry's serving certificate, PEM. */
-  caPem: string;
+  /** The CA that signed the registry's serving certificate, PEM; none: Node's own CA store. */
+  caPem?: string;
 }
 
 export interface PushOptions extends RegistryTarget {
@@ -46,7 +46,11 @@ export async function pushImage(options: PushOptions): Promise<PushedImage> {
   if (!REPOSITORY.test(repository)) throw new Error(`not a repository name: '${repository}'`);
   if (tag !== undefined && !TAG.test(tag)) throw new Error(`not a tag: '${tag}'`);
   // Its own agent, destroyed at the end: no keep-alive socket outlives the push.
-  const agent = new Agent({ ca: options.caPem, keepAlive: true, maxSockets: 1 });
+  const agent = new Agent({
+    ...(options.caPem !== undefined ? { ca: options.caPem } : {}),
+    keepAlive: true,
+    maxSockets: 1,
+  });
   const call = (method: string, url: string, headers: Record<string, string | number> = {}, body?: Buffer) =>
     send(agent, method, url, headers, body);
   const base = new URL(`/v2/${repository}/`, options.url);

@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { documentKind, NAMESPACE, PROVIDER_NAME, splitDocuments } from '../../scripts/release.ts';
+import { parseAllDocuments } from 'yaml';
+import { documentKind, NAMESPACE, PROVIDER_LABEL, PROVIDER_NAME, splitDocuments } from '../../scripts/release.ts';
 import { startClusterctlBed, type ClusterctlBed } from '../support/clusterctl.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -73,7 +74,54 @@ async function providerVersion(): Promise<string> {
   ).trim();
 }
 
+/** `Kind/name` → the images of its pod template's containers, from `clusterctl generate provider`'s output. */
+function podImages(yaml: string): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const doc of parseAllDocuments(yaml)) {
+    const o = doc.toJS() as {
+      kind?: string;
+      metadata?: { name?: string };
+      spec?: { template?: { spec?: { containers?: { image: string }[] } } };
+    } | null;
+    const containers = o?.spec?.template?.spec?.containers;
+    if (o?.kind && containers) out[`${o.kind}/${o.metadata?.name}`] = containers.map((c) => c.image);
+  }
+  return out;
+}
+
 describe('clusterctl and the release (sequential: each step starts where the last ended)', () => {
+  it(
+    `generate provider --runtime-extension ${PROVIDER} --describe lists the variables and the default image`,
+    async () => {
+      // clusterctl applies its image overrides to the components even here, before any variable
+      // is substituted: an image field that is a variable is not an image reference to it.
+      const out = await bed.clusterctl(['generate', 'provider', '--runtime-extension', PROVIDER, '--describe']);
+      expect(out).toContain('CAPI_UPGRADE_TEMPORAL_ADDRESS');
+      expect(out).toContain(`ghcr.io/capi-upgrade-orchestrator/capi-upgrade-orchestrator:${V1}`);
+    },
+    MINUTE,
+  );
+
+  it(
+    "clusterctl's images: override moves the Deployments to a mirror; CAPI_UPGRADE_PROMOTE_IMAGE moves the promote Job",
+    async () => {
+      const mirror = 'mirror.example.internal:5000/platform';
+      const images = `images:\n  ${PROVIDER_LABEL}:\n    repository: ${mirror}\n`;
+      const out = await bed.clusterctl(
+        ['generate', 'provider', '--runtime-extension', PROVIDER],
+        { CAPI_UPGRADE_PROMOTE_IMAGE: `${mirror}/capi-upgrade-orchestrator:${V1}` },
+        images,
+      );
+      const mirrored = `${mirror}/capi-upgrade-orchestrator:${V1}`;
+      expect(podImages(out)).toEqual({
+        [`Deployment/${PROVIDER_NAME}-api`]: [mirrored],
+        [`Deployment/${PROVIDER_NAME}-worker`]: [mirrored],
+        [`Job/${PROVIDER_NAME}-promote-worker`]: [mirrored],
+      });
+    },
+    MINUTE,
+  );
+
   it(
     `init --runtime-extension ${PROVIDER} creates every object of the components with the variables given`,
     async () => {

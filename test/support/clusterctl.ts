@@ -47,8 +47,11 @@ export interface ClusterctlBed {
   dir: string;
   kubeconfig: string;
   kubectl(args: string[], input?: string): Promise<string>;
-  /** clusterctl with this bed's clusterctl.yaml and kubeconfig, a config dir of its own and no version check. */
-  clusterctl(args: string[], env?: Record<string, string>): Promise<string>;
+  /**
+   * clusterctl with this bed's clusterctl.yaml and kubeconfig, a config dir of its own and no version check;
+   * `extraConfig` is appended to a copy of clusterctl.yaml for this call (e.g. an `images:` section).
+   */
+  clusterctl(args: string[], env?: Record<string, string>, extraConfig?: string): Promise<string>;
   /** `make release VERSION=<version>` into the local repository; returns the components file's path. */
   release(version: string, image?: string): Promise<string>;
   down(): Promise<void>;
@@ -116,14 +119,21 @@ export async function startClusterctlBed(dir: string): Promise<ClusterctlBed> {
     ].join('\n'),
   );
 
+  let extraConfigs = 0;
   return {
     dir,
     kubeconfig,
     kubectl,
-    async clusterctl(args, env = {}) {
+    async clusterctl(args, env = {}, extraConfig) {
+      let config = configFile;
+      if (extraConfig !== undefined) {
+        config = join(dir, `clusterctl-${++extraConfigs}.yaml`);
+        writeFileSync(config, `${readFileSync(configFile, 'utf8')}${extraConfig}`);
+      }
       const { stdout, stderr } = await run(
         clusterctlBinary,
-        [...args, '--config', configFile, '--kubeconfig', kubeconfig],
+        // `generate` reads the repository only: it takes no --kubeconfig.
+        [...args, '--config', config, ...(args[0] === 'generate' ? [] : ['--kubeconfig', kubeconfig])],
         { env: { XDG_CONFIG_HOME: join(dir, 'xdg'), CLUSTERCTL_DISABLE_VERSIONCHECK: 'true', ...env } },
       );
       return stdout + stderr;

@@ -6,6 +6,7 @@ import { describe, expect, it } from '@jest/globals';
 import { parse } from 'yaml';
 import { imageMemoryEnv, imageNodeOptions } from '../../support/image-env.ts';
 import { parseConfig } from '../../src/config/index.ts';
+import { PROMOTE_IMAGE_VARIABLE } from '../../scripts/release.ts';
 
 interface ComposeService {
   image?: string;
@@ -88,8 +89,8 @@ describe('Dockerfile', () => {
         .flatMap((f) => [...readFileSync(join('config/release', f), 'utf8').matchAll(/\$\{(CAPI_UPGRADE_[A-Z_]+):=/g)])
         .map((m) => m[1]),
     );
-    // The image variable is written by scripts/release.ts, not a file of config/release.
-    inRelease.add('CAPI_UPGRADE_IMAGE');
+    // The promote Job's image variable is written by scripts/release.ts, not a file of config/release.
+    inRelease.add(PROMOTE_IMAGE_VARIABLE);
     const documented = new Set(
       [...readFileSync('docs/release.md', 'utf8').matchAll(/^\| `(CAPI_UPGRADE_[A-Z_]+)` /gm)].map((m) => m[1]),
     );

@@ -105,6 +105,13 @@ describe('images', () => {
     expect(buildImage({ ...spec, config: { ...spec.config, user: '0' } }).manifest.digest).not.toBe(a.manifest.digest);
   });
 
+  it('gives a layer its own time when asked: another build time leaves that layer as it was', () => {
+    const pinned = (mtime: number) => buildImage({ ...spec, mtime, layerMtimes: [0] });
+    expect(pinned(1).layers[0]!.digest).toBe(pinned(2).layers[0]!.digest);
+    expect(pinned(1).layers[1]!.digest).not.toBe(pinned(2).layers[1]!.digest);
+    expect(pinned(0).manifest.digest).toBe(buildImage({ ...spec, mtime: 0 }).manifest.digest);
+  });
+
   it('gives an uncompressed image the digest it had when this test was written (no clock, no locale, no machine)', () => {
     const image = buildImage({
       layers: [

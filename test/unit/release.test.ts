@@ -100,6 +100,18 @@ spec:
       containers:
       - image: __RELEASE_IMAGE__:__RELEASE_TAG__
 ---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: promote-worker
+spec:
+  backoffLimit: 3
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - image: __RELEASE_IMAGE__:__RELEASE_TAG__
+---
 apiVersion: cert-manager.io/v1
 kind: Certificate
 metadata:
@@ -110,7 +122,13 @@ metadata:
   it('fills the tokens, quotes variables, names cluster RBAC for clusterctl and moves foreign namespaces out', () => {
     const { components, clientCertificates } = releaseComponents(rendered, { version: v, image: 'me/cuo:v0.2.0' });
     expect(components).toContain('app.kubernetes.io/version: v0.2.0');
-    expect(components).toContain('- image: "${CAPI_UPGRADE_IMAGE:=me/cuo:v0.2.0}"');
+    // A Deployment's image is a reference clusterctl's image overrides can parse (also on
+    // `generate provider --describe`, which substitutes no variable); they skip Jobs, so the
+    // promote Job's is a variable.
+    expect(components).toContain('kind: Deployment\n');
+    expect(components).toContain('      - image: me/cuo:v0.2.0\n---\napiVersion: batch/v1');
+    expect(components).toContain('- image: "${CAPI_UPGRADE_PROMOTE_IMAGE:=me/cuo:v0.2.0}"');
+    expect(components).not.toContain('CAPI_UPGRADE_IMAGE');
     expect(components).toContain('LOG_LEVEL: "${CAPI_UPGRADE_LOG_LEVEL:=info}"');
     // clusterctl deletes cluster-wide objects only under `<namespace>-`; the subject stays the ServiceAccount.
     expect(components).toContain('  name: capi-upgrade-orchestrator-system-api\nroleRef:');
