@@ -10,7 +10,8 @@ import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, s
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { assembleImage, imageSizes, prepareInputs, type ImageArgs, type ImageInputs } from '../../scripts/image.ts';
+import { prepareInputs, type ImageInputs } from '../../scripts/image/inputs.ts';
+import { assembleImage, imageSizes, type ImageArgs } from '../../scripts/image.ts';
 import { MEDIA_TYPE, type OciImage } from '../../scripts/oci/image.ts';
 import { pushImage } from '../../scripts/oci/push.ts';
 import { httpsGet } from '../support/nodes/https-get.ts';

@@ -2,7 +2,8 @@
 // from, and the build args in the configuration. The image itself is built, run and pushed in
 // test/nodes/image.test.ts (root, the local registry).
 import { describe, expect, it } from '@jest/globals';
-import { parsePushTarget, readDebPins, runtimeConfig } from '../../scripts/image.ts';
+import { readDebPins } from '../../scripts/image/inputs.ts';
+import { parsePushTarget, runtimeConfig } from '../../scripts/image.ts';
 
 describe('make image', () => {
   it('pushes IMAGE=host[:port]/name[:tag] to https://host, tagged with the version when it names no tag', () => {
