@@ -136,6 +136,13 @@ describe('calendar gates of a cluster upgrade', () => {
       () => h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations }),
       (a) => a.message?.includes('delayed') ?? false,
     );
+    // The first answer comes from the api before the workflow has run; under load the policy change
+    // below could reach the workflow before its first look at the window, which it then never sees.
+    const marked = await waitFor(
+      () => h.status(),
+      (st) => st.conditions.some((c) => c.type === 'Delayed' && c.status === 'True'),
+    );
+    expect(marked.conditions.find((c) => c.type === 'Delayed')).toMatchObject({ status: 'True', reason: 'NotStarted' });
     // The window goes: the policy change reaches the waiting gate, which starts the upgrade.
     const open = { ...annotations };
     delete open[`${P}maintenance-window`];
