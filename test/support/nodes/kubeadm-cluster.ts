@@ -31,6 +31,19 @@ export const ETCD_TAG = 'v3.6.10';
  */
 const HOST_PREFLIGHT_EXCEPTIONS = ['SystemVerification', 'FileContent--proc-sys-net-bridge-bridge-nf-call-iptables'];
 
+/**
+ * kubeadm's waits on a TCG virtual machine, where its defaults (1 min for an API call, 4 for
+ * a component's health, 5 for each static pod's replacement) run out: `kubeadm init`'s
+ * admin ClusterRoleBinding timed out after the API server came up.
+ */
+export const VM_KUBEADM_TIMEOUTS = {
+  controlPlaneComponentHealthCheck: '20m0s',
+  kubeletHealthCheck: '10m0s',
+  kubernetesAPICall: '10m0s',
+  etcdAPICall: '10m0s',
+  upgradeManifests: '20m0s',
+};
+
 export interface ClusterNodeSpec {
   name: string;
   role: 'control-plane' | 'worker';
@@ -167,6 +180,7 @@ export function initConfig(spec: ClusterNodeSpec, ip: string, version: string, h
     },
     // kube-proxy: see node-images.ts.
     skipPhases: ['addon/kube-proxy'],
+    ...(host === 'vm' ? { timeouts: VM_KUBEADM_TIMEOUTS } : {}),
   };
   const cluster = {
     apiVersion: 'kubeadm.k8s.io/v1beta4',
