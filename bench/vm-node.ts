@@ -470,9 +470,13 @@ async function main(): Promise<void> {
     log(`the API server through hostfwd 127.0.0.1:${apiPort}: /readyz ${readyz.status} ${readyz.body.toString()}`);
 
     await agent.sh(`install -m 0755 ${TARGET_BIN}/kubeadm /usr/bin/kubeadm`);
+    // CreateJob: the preflight's health-check Job must complete in a fixed 60 s (kubeadm's
+    // phases/upgrade/health.go), which its pod does not under TCG; the Job executor's
+    // NODE_UPGRADE_KUBEADM_IGNORE_PREFLIGHT_ERRORS is how a fleet would say the same.
     const upgradeConfig = {
       apiVersion: 'kubeadm.k8s.io/v1beta4',
       kind: 'UpgradeConfiguration',
+      apply: { ignorePreflightErrors: ['CreateJob'] },
       timeouts: VM_KUBEADM_TIMEOUTS,
     };
     await agent.sh('cat > /etc/capi-uo/upgrade.yaml', { input: JSON.stringify(upgradeConfig) });
