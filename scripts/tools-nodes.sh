@@ -5,6 +5,7 @@
 #
 #   scripts/tools-nodes.sh                 # ensure, print `export VAR='path'` lines on stdout
 #   scripts/tools-nodes.sh --env-file F    # ensure, also write the export lines to F
+#   scripts/tools-nodes.sh --vm            # also a virtual machine's root (bench/vm-node.ts)
 #   eval "$(scripts/tools-nodes.sh)"       # typical use
 #
 # Exported variables:
@@ -19,6 +20,8 @@
 #   NODE_ROOTFS_DIR  a Debian root file system (systemd, runc, CNI plugins, iptables,
 #       conntrack, ...) without any Kubernetes or containerd binary, meant as the
 #       read-only lower layer of each node's overlay
+#   NODE_VM_ROOTFS_DIR  (--vm only) the same root plus a kernel and its initramfs in /boot,
+#       udev and qemu-guest-agent: what a TCG virtual machine boots (bench/vm-node.ts)
 # Every binary is static (CGO_ENABLED=0).
 #
 # Cache: ${CAPI_UO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-upgrade-orchestrator}/tools/<name>-<version>/
@@ -45,6 +48,8 @@ NODE_PACKAGES="systemd systemd-sysv dbus runc containernetworking-plugins conntr
 iproute2 nftables ca-certificates procps util-linux mount kmod ethtool ebtables less"
 KUBE_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubeadm kubelet kubectl)
 
+VM=""
+if [ "${1:-}" = --vm ]; then VM=1; shift; fi
 tool_args "$@"
 
 KUBE_FROM="$(kube_version tools/k8s)"
@@ -198,6 +203,19 @@ ROOTFS_KEY="$( { printf '%s\n' "$NODE_SUITE" "$NODE_PACKAGES"; declare -f build_
 ROOTFS_DIR="$TOOLS/node-rootfs-$NODE_SUITE-$ROOTFS_KEY"
 cached_build "$ROOTFS_DIR" "node-rootfs $NODE_SUITE $ROOTFS_KEY" "the nodes' $NODE_SUITE root file system" build_rootfs
 
+# A virtual machine's root: the same packages, a kernel and its initramfs, udev (the
+# guest agent's unit waits for its serial port's device) and qemu-guest-agent, through
+# which the host runs commands in the guest without a network.
+NODE_VM_PACKAGES="linux-image-amd64 udev qemu-guest-agent"
+build_vm_rootfs() {
+  NODE_PACKAGES="$NODE_PACKAGES $NODE_VM_PACKAGES" build_rootfs "$1"
+}
+if [ -n "$VM" ]; then
+  VM_ROOTFS_KEY="$( { printf '%s\n' "$NODE_SUITE" "$NODE_PACKAGES" "$NODE_VM_PACKAGES"; declare -f build_rootfs host_sources build_vm_rootfs; } | sha256sum | cut -c1-12)"
+  VM_ROOTFS_DIR="$TOOLS/node-vm-rootfs-$NODE_SUITE-$VM_ROOTFS_KEY"
+  cached_build "$VM_ROOTFS_DIR" "node-vm-rootfs $NODE_SUITE $VM_ROOTFS_KEY" "a virtual machine's $NODE_SUITE root file system" build_vm_rootfs
+fi
+
 # --- output -------------------------------------------------------------------
 
 out="$(
@@ -217,5 +235,6 @@ out="$(
   echo "export NODE_COREDNS_FROM_BINARY=$(q "$TOOLS/coredns-$COREDNS_FROM-$COREDNS_KEY/coredns")"
   echo "export NODE_COREDNS_TO_VERSION=$(q "$COREDNS_TO")"
   echo "export NODE_COREDNS_TO_BINARY=$(q "$TOOLS/coredns-$COREDNS_TO-$COREDNS_KEY/coredns")"
+  if [ -n "$VM" ]; then echo "export NODE_VM_ROOTFS_DIR=$(q "$VM_ROOTFS_DIR/rootfs")"; fi
 )"
 print_exports "$out"

@@ -74,7 +74,7 @@ export async function createContainerNode(teardown: Teardown, o: ContainerNodeOp
     root,
   ]);
   teardown.add(`node ${o.name}'s root`, () => run('umount', [root]).then(() => undefined));
-  install(root, o.files, o.binaries);
+  installNodeFiles(root, o.files, o.binaries);
 
   const cgroups = hierarchies().map((h) => join(CGROUP_ROOT, h, o.cgroupName));
   teardown.add(`node ${o.name}'s cgroups`, () => removeCgroups(cgroups));
@@ -202,8 +202,12 @@ export async function createContainerNode(teardown: Teardown, o: ContainerNodeOp
   };
 }
 
-/** Writes the node's files and binaries into its root (the overlay's upper layer). */
-function install(root: string, files: readonly NodeFile[], binaries: readonly { path: string; from: string }[]): void {
+/** Writes the node's files and binaries into its root (the overlay's upper layer, or a disk's tree). */
+export function installNodeFiles(
+  root: string,
+  files: readonly NodeFile[],
+  binaries: readonly { path: string; from: string }[],
+): void {
   for (const f of files) {
     const target = join(root, f.path);
     mkdirSync(dirname(target), { recursive: true });

@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify } from 'yaml';
 import { createContainerNode, type ContainerNode } from './container-node.ts';
 import { createNodeNetwork, namespacePrefix, SITE_GATEWAY, type NetworkNode } from './network.ts';
-import { nodeFiles } from './node-files.ts';
+import { nodeFiles, type NodeHost } from './node-files.ts';
 import type { NodeTools } from './node-tools.ts';
 import { buildOrUndo, type Teardown } from './teardown.ts';
 
@@ -30,6 +30,19 @@ export const ETCD_TAG = 'v3.6.10';
  * keeps for the host: the container's network namespace does not show it.
  */
 const HOST_PREFLIGHT_EXCEPTIONS = ['SystemVerification', 'FileContent--proc-sys-net-bridge-bridge-nf-call-iptables'];
+
+/**
+ * kubeadm's waits on a TCG virtual machine, where its defaults (1 min for an API call, 4 for
+ * a component's health, 5 for each static pod's replacement) run out: `kubeadm init`'s
+ * admin ClusterRoleBinding timed out after the API server came up.
+ */
+export const VM_KUBEADM_TIMEOUTS = {
+  controlPlaneComponentHealthCheck: '20m0s',
+  kubeletHealthCheck: '10m0s',
+  kubernetesAPICall: '10m0s',
+  etcdAPICall: '10m0s',
+  upgradeManifests: '20m0s',
+};
 
 export interface ClusterNodeSpec {
   name: string;
@@ -150,8 +163,11 @@ function kubeletArgs(spec: ClusterNodeSpec, ip: string) {
   return Object.entries({ 'node-ip': ip, ...(spec.kubeletExtraArgs ?? {}) }).map(([name, value]) => ({ name, value }));
 }
 
-/** kubeadm's v1beta4 configuration, as Cluster API's KubeadmConfig renders it for the first control plane. */
-function initConfig(spec: ClusterNodeSpec, ip: string, version: string): string {
+/**
+ * kubeadm's v1beta4 configuration, as Cluster API's KubeadmConfig renders it for the first
+ * control plane. A virtual machine (bench/vm-node.ts) passes every preflight check.
+ */
+export function initConfig(spec: ClusterNodeSpec, ip: string, version: string, host: NodeHost = 'container'): string {
   const init = {
     apiVersion: 'kubeadm.k8s.io/v1beta4',
     kind: 'InitConfiguration',
@@ -159,11 +175,12 @@ function initConfig(spec: ClusterNodeSpec, ip: string, version: string): string 
     nodeRegistration: {
       name: spec.name,
       criSocket: 'unix:///run/containerd/containerd.sock',
-      ignorePreflightErrors: HOST_PREFLIGHT_EXCEPTIONS,
+      ignorePreflightErrors: host === 'container' ? HOST_PREFLIGHT_EXCEPTIONS : [],
       kubeletExtraArgs: kubeletArgs(spec, ip),
     },
     // kube-proxy: see node-images.ts.
     skipPhases: ['addon/kube-proxy'],
+    ...(host === 'vm' ? { timeouts: VM_KUBEADM_TIMEOUTS } : {}),
   };
   const cluster = {
     apiVersion: 'kubeadm.k8s.io/v1beta4',
@@ -174,7 +191,7 @@ function initConfig(spec: ClusterNodeSpec, ip: string, version: string): string 
     apiServer: { certSANs: ['127.0.0.1'] },
     networking: { serviceSubnet: SERVICE_SUBNET },
   };
-  return [init, cluster, kubeletConfig()].map((d) => stringify(d)).join('---\n');
+  return [init, cluster, kubeletConfig(host)].map((d) => stringify(d)).join('---\n');
 }
 
 function joinConfig(spec: ClusterNodeSpec, ip: string, endpoint: string, token: string, caHash: string): string {
@@ -192,15 +209,15 @@ function joinConfig(spec: ClusterNodeSpec, ip: string, endpoint: string, token: 
 }
 
 /**
- * cgroupfs (see node-files.ts) and failCgroupV1: false, which a kubelet ≥ 1.35 needs to run
- * on this host's cgroup v1 at all.
+ * In a container, cgroupfs (see node-files.ts) and failCgroupV1: false, which a kubelet
+ * ≥ 1.35 needs to run on this host's cgroup v1 at all; a virtual machine's cgroup v2 takes
+ * the defaults (systemd's driver).
  */
-function kubeletConfig() {
+function kubeletConfig(host: NodeHost) {
   return {
     apiVersion: 'kubelet.config.k8s.io/v1beta1',
     kind: 'KubeletConfiguration',
-    cgroupDriver: 'cgroupfs',
-    failCgroupV1: false,
+    ...(host === 'container' ? { cgroupDriver: 'cgroupfs', failCgroupV1: false } : { cgroupDriver: 'systemd' }),
     failSwapOn: false,
   };
 }

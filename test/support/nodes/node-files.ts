@@ -2,7 +2,10 @@
 // the kubelet (as the deb packages of a real node install them), containerd's
 // configuration (the CRI plugin, the CNI bridge, the local registry's CA), the CNI bridge's
 // configuration with the node's own pod CIDR, and the names of the node and the registry.
-// Pure: a list of files; container-node.ts writes them into the node's root.
+// Pure: a list of files; container-node.ts writes them into the node's root. A virtual
+// machine (bench/vm-node.ts) has its own kernel and cgroup v2: it gets the same files
+// without the container's preparation, with systemd's cgroup driver and the kernel modules
+// and bridge setting a real node is given.
 
 /** A file (or a symlink) at an absolute path inside the node. */
 export type NodeFile = { path: string; content: string; mode?: number } | { path: string; symlinkTo: string };
@@ -15,7 +18,15 @@ export interface NodeFilesInput {
   registry: { host: string; port: number; gateway: string; caPem: string };
   /** The pause image kubeadm expects (containerd's sandbox image). */
   sandboxImage: string;
+  /** What the node runs on; default a container (the tier's). */
+  host?: NodeHost;
 }
+
+/**
+ * `container`: the host's kernel and cgroup v1, cgroupfs. `vm`: a kernel of its own with
+ * cgroup v2, where systemd owns the cgroups and containerd and the kubelet use its driver.
+ */
+export type NodeHost = 'container' | 'vm';
 
 const UNIT_DIR = '/etc/systemd/system';
 const WANTS = `${UNIT_DIR}/multi-user.target.wants`;
@@ -57,10 +68,9 @@ for key in panic panic_on_oops; do
 done
 `;
 
-const CONTAINERD_UNIT = `[Unit]
+const containerdUnit = (host: NodeHost) => `[Unit]
 Description=containerd container runtime
-After=network.target capi-uo-node-prep.service
-Requires=capi-uo-node-prep.service
+${host === 'container' ? 'After=network.target capi-uo-node-prep.service\nRequires=capi-uo-node-prep.service' : 'After=network.target'}
 
 [Service]
 ExecStart=/usr/local/bin/containerd
@@ -100,12 +110,14 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 `;
 
 /**
- * containerd 2.x (config version 3). cgroupfs, not SystemdCgroup: the host's cgroups are v1
- * and systemd inside a container does not own the controllers. restrict_oom_score_adj:
- * this host withholds CAP_SYS_RESOURCE even from root, so a pod's negative oom_score_adj
- * (the kubelet asks -998 for sandboxes) is clamped to containerd's own instead of failing.
+ * containerd 2.x (config version 3). In a container, cgroupfs, not SystemdCgroup: the host's
+ * cgroups are v1 and systemd inside a container does not own the controllers; and
+ * restrict_oom_score_adj: this host withholds CAP_SYS_RESOURCE even from root, so a pod's
+ * negative oom_score_adj (the kubelet asks -998 for sandboxes) is clamped to containerd's
+ * own instead of failing. A virtual machine needs neither.
  */
-function containerdConfig(sandboxImage: string): string {
+function containerdConfig(sandboxImage: string, host: NodeHost): string {
+  const container = host === 'container';
   return `version = 3
 
 [plugins.'io.containerd.cri.v1.images'.registry]
@@ -115,10 +127,10 @@ function containerdConfig(sandboxImage: string): string {
   sandbox = '${sandboxImage}'
 
 [plugins.'io.containerd.cri.v1.runtime']
-  restrict_oom_score_adj = true
+  restrict_oom_score_adj = ${container}
 
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-  SystemdCgroup = false
+  SystemdCgroup = ${!container}
 
 [plugins.'io.containerd.cri.v1.runtime'.cni]
   bin_dirs = ['/usr/lib/cni']
@@ -148,9 +160,24 @@ function cniConfig(podCidr: string): string {
   );
 }
 
+/** What a container node needs to use the host's kernel (see NODE_PREP_UNIT). */
+const CONTAINER_PREP: NodeFile[] = [
+  { path: '/etc/capi-uo/sysctl/panic', content: '10\n' },
+  { path: '/etc/capi-uo/sysctl/panic_on_oops', content: '1\n' },
+  { path: '/usr/local/sbin/capi-uo-node-prep', content: NODE_PREP_SCRIPT, mode: 0o755 },
+  { path: `${UNIT_DIR}/capi-uo-node-prep.service`, content: NODE_PREP_UNIT },
+];
+
+/** What kubeadm's preflight asks of a machine's own kernel: overlay, br_netfilter, bridged traffic through iptables. */
+const VM_KERNEL: NodeFile[] = [
+  { path: '/etc/modules-load.d/kubernetes.conf', content: 'overlay\nbr_netfilter\n' },
+  { path: '/etc/sysctl.d/91-kubernetes-bridge.conf', content: 'net.bridge.bridge-nf-call-iptables = 1\n' },
+];
+
 export function nodeFiles(input: NodeFilesInput): NodeFile[] {
+  const host = input.host ?? 'container';
   const registry = `${input.registry.host}:${input.registry.port}`;
-  const units = ['capi-uo-node-prep', 'containerd', 'kubelet'];
+  const units = [...(host === 'container' ? ['capi-uo-node-prep'] : []), 'containerd', 'kubelet'];
   return [
     { path: '/etc/hostname', content: `${input.name}\n` },
     {
@@ -160,15 +187,12 @@ export function nodeFiles(input: NodeFilesInput): NodeFile[] {
     // The site's name server is the gateway, where nothing answers: nothing resolves beyond
     // /etc/hosts, at once (CoreDNS refuses to start without a name server to forward to).
     { path: '/etc/resolv.conf', content: `nameserver ${input.registry.gateway}\noptions timeout:1 attempts:1\n` },
-    { path: '/etc/capi-uo/sysctl/panic', content: '10\n' },
-    { path: '/etc/capi-uo/sysctl/panic_on_oops', content: '1\n' },
-    { path: '/usr/local/sbin/capi-uo-node-prep', content: NODE_PREP_SCRIPT, mode: 0o755 },
-    { path: `${UNIT_DIR}/capi-uo-node-prep.service`, content: NODE_PREP_UNIT },
-    { path: `${UNIT_DIR}/containerd.service`, content: CONTAINERD_UNIT },
+    ...(host === 'container' ? CONTAINER_PREP : VM_KERNEL),
+    { path: `${UNIT_DIR}/containerd.service`, content: containerdUnit(host) },
     { path: `${UNIT_DIR}/kubelet.service`, content: KUBELET_UNIT },
     { path: `${UNIT_DIR}/kubelet.service.d/10-kubeadm.conf`, content: KUBEADM_DROP_IN },
     ...units.map((u) => ({ path: `${WANTS}/${u}.service`, symlinkTo: `${UNIT_DIR}/${u}.service` })),
-    { path: '/etc/containerd/config.toml', content: containerdConfig(input.sandboxImage) },
+    { path: '/etc/containerd/config.toml', content: containerdConfig(input.sandboxImage, host) },
     {
       path: `/etc/containerd/certs.d/${registry}/hosts.toml`,
       content: `server = "https://${registry}"\n\n[host."https://${registry}"]\n  capabilities = ["pull", "resolve"]\n  ca = "/etc/containerd/certs.d/${registry}/ca.crt"\n`,

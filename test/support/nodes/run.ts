@@ -18,6 +18,8 @@ const PACKAGES: Record<string, string> = {
   'systemd-nspawn': 'systemd-container',
   socat: 'socat',
   tar: 'tar',
+  'qemu-system-x86_64': 'qemu-system-x86',
+  'mkfs.ext4': 'e2fsprogs',
 };
 
 /** Fails naming every tool of `tools` that is not on PATH, with its Debian package. */
