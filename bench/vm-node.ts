@@ -30,20 +30,20 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { freePort } from '../src/local/free-ports.ts';
-import { installNodeFiles } from '../test/support/nodes/container-node.ts';
-import { httpsGet } from '../test/support/nodes/https-get.ts';
+import { installNodeFiles } from '../support/nodes/container-node.ts';
+import { httpsGet } from '../support/nodes/https-get.ts';
 import {
   initConfig,
   PAUSE_TAG,
   REGISTRY_HOST,
   REGISTRY_SITE_PORT,
   VM_KUBEADM_TIMEOUTS,
-} from '../test/support/nodes/kubeadm-cluster.ts';
-import { nodeFiles, type NodeFile } from '../test/support/nodes/node-files.ts';
-import { startNodeSite } from '../test/support/nodes/node-site.ts';
-import { writeTestPki } from '../test/support/pki.ts';
-import { requireHostTools, run } from '../test/support/nodes/run.ts';
-import { Teardown } from '../test/support/nodes/teardown.ts';
+} from '../support/nodes/kubeadm-cluster.ts';
+import { nodeFiles, type NodeFile } from '../support/nodes/node-files.ts';
+import { startNodeSite } from '../support/nodes/node-site.ts';
+import { createCertificateAuthority } from '../src/local/certs.ts';
+import { requireHostTools, run } from '../support/nodes/run.ts';
+import { Teardown } from '../support/nodes/teardown.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -404,10 +404,8 @@ async function main(): Promise<void> {
   const figures: [string, string][] = [];
   try {
     let t = Date.now();
-    // The registry's certificate comes from the run's test CA, as in the tier (its global setup makes it).
-    process.env.TEST_PKI_FILE = join(scratch, 'pki.json');
-    writeTestPki(process.env.TEST_PKI_FILE);
-    const site = await startNodeSite(join(scratch, 'site'));
+    // The site's certificates come from a CA of the benchmark's own, as the tier's from its run's.
+    const site = await startNodeSite(join(scratch, 'site'), createCertificateAuthority('vm-node bench CA'));
     teardown.add('the site', () => site.stop());
     log(`site (registry and images) ready in ${seconds(t)} s`);
 

@@ -14,8 +14,9 @@ import { prepareInputs, type ImageInputs } from '../../scripts/image/inputs.ts';
 import { assembleImage, imageSizes, type ImageArgs } from '../../scripts/image.ts';
 import { MEDIA_TYPE, type OciImage } from '../../scripts/oci/image.ts';
 import { pushImage } from '../../scripts/oci/push.ts';
-import { httpsGet } from '../support/nodes/https-get.ts';
-import { startRegistry } from '../support/nodes/registry.ts';
+import { httpsGet } from '../../support/nodes/https-get.ts';
+import { startRegistry } from '../../support/nodes/registry.ts';
+import { testPki } from '../support/pki.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const ARGS: ImageArgs = { version: 'v0.9.1', buildId: 'image-test', revision: '0123456789abcdef' };
@@ -271,7 +272,7 @@ describe('make image', () => {
   });
 
   it('is pushed to a registry and read back by digest', async () => {
-    const registry = await startRegistry({ parentDir: dir });
+    const registry = await startRegistry({ parentDir: dir, ca: testPki().ca });
     try {
       const pushed = await pushImage({
         ...registry,

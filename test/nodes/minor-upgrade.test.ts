@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NODE_NAME_LABEL } from '../../src/activities/machine-update-common.ts';
 import { startCapiDriver, type Answer, type CapiDriver, type UpdateOptions } from '../support/nodes/capi-driver.ts';
-import type { KubeadmCluster } from '../support/nodes/kubeadm-cluster.ts';
-import { startNodeSite, type NodeSite } from '../support/nodes/node-site.ts';
+import type { KubeadmCluster } from '../../support/nodes/kubeadm-cluster.ts';
+import { startNodeSite, type NodeSite } from '../../support/nodes/node-site.ts';
 import {
   activitySeconds,
   figuresTable,
@@ -23,6 +23,7 @@ import {
   WEB_NAME,
   type WorkloadObservation,
 } from '../support/nodes/workload-watch.ts';
+import { testPki } from '../support/pki.ts';
 
 const MINUTE = 60_000;
 const CP = 'cp';
@@ -62,7 +63,7 @@ async function lastWords(node: string): Promise<string> {
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'capi-uo-nodes-'));
-  site = await startNodeSite(dir);
+  site = await startNodeSite(dir, testPki().ca);
   from = site.tools.from.version;
   to = site.tools.to.version;
   cluster = await site.cluster([

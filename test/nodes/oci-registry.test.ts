@@ -8,8 +8,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { buildImage, MEDIA_TYPE } from '../../scripts/oci/image.ts';
 import { digestReference, pushImage } from '../../scripts/oci/push.ts';
-import { httpsGet } from '../support/nodes/https-get.ts';
-import { registryBinary, startRegistry, type LocalRegistry } from '../support/nodes/registry.ts';
+import { httpsGet } from '../../support/nodes/https-get.ts';
+import { registryBinary, startRegistry, type LocalRegistry } from '../../support/nodes/registry.ts';
+import { testPki } from '../support/pki.ts';
 
 /**
  * A 132-byte static x86-64 Linux executable that exits 42: an ELF header, one loadable
@@ -42,7 +43,7 @@ function tinyElf(): Buffer {
 const dir = mkdtempSync(join(tmpdir(), 'oci-registry-'));
 let registry: LocalRegistry;
 beforeAll(async () => {
-  registry = await startRegistry({ parentDir: dir, dnsNames: ['registry.test'] });
+  registry = await startRegistry({ parentDir: dir, dnsNames: ['registry.test'], ca: testPki().ca });
 });
 afterAll(async () => {
   await registry?.stop();
@@ -120,7 +121,7 @@ describe('a local registry over TLS', () => {
   });
 
   it('keeps its storage in its own directory, which stop() removes', async () => {
-    const other = await startRegistry({ parentDir: dir });
+    const other = await startRegistry({ parentDir: dir, ca: testPki().ca });
     expect(existsSync(join(other.dir, 'config.yml'))).toBe(true);
     expect((await httpsGet(other.url, '/v2/', { caPem: other.caPem })).status).toBe(200);
     await other.stop();

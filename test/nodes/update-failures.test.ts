@@ -9,10 +9,11 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { retrySignal } from '../../src/workflows/messages.ts';
 import { startCapiDriver, type Answer, type CapiDriver } from '../support/nodes/capi-driver.ts';
-import type { ClusterNodeSpec } from '../support/nodes/kubeadm-cluster.ts';
-import { startNodeSite, type NodeSite } from '../support/nodes/node-site.ts';
+import type { ClusterNodeSpec } from '../../support/nodes/kubeadm-cluster.ts';
+import { startNodeSite, type NodeSite } from '../../support/nodes/node-site.ts';
 import { activityResults } from '../support/nodes/update-figures.ts';
 import { observeWorkload } from '../support/nodes/workload-watch.ts';
+import { testPki } from '../support/pki.ts';
 
 const MINUTE = 60_000;
 const CP = 'cp';
@@ -24,7 +25,7 @@ let site: NodeSite;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'capi-uo-nodes-'));
-  site = await startNodeSite(dir);
+  site = await startNodeSite(dir, testPki().ca);
 }, 5 * MINUTE);
 
 afterAll(async () => {

@@ -8,7 +8,7 @@ import { startDevServer, type DevServer } from '../../src/local/temporal-dev-ser
 import { startProductionTemporal, type ProductionTemporal } from '../../src/local/temporal-production.ts';
 import { startAlerting, type Alerting } from './alerting.ts';
 import { startCapiTier, type CapiTier } from './capi-tier.ts';
-import { reapOrphanedNodes } from './nodes/reap.ts';
+import { reapOrphanedNodes } from '../../support/nodes/reap.ts';
 import { writeTestPki } from './pki.ts';
 import { temporalTiers } from './services.ts';
 

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { rmSync } from 'node:fs';
-import { reapOrphanedNodes } from './nodes/reap.ts';
+import { reapOrphanedNodes } from '../../support/nodes/reap.ts';
 
 export default async function globalTeardown(): Promise<void> {
   const services = globalThis.__capiTestServices;

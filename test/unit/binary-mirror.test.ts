@@ -11,8 +11,9 @@ import {
   startBinaryMirror,
   type BinaryMirror,
   type MirroredRelease,
-} from '../support/nodes/binary-mirror.ts';
-import { httpsGet } from '../support/nodes/https-get.ts';
+} from '../../support/nodes/binary-mirror.ts';
+import { httpsGet } from '../../support/nodes/https-get.ts';
+import { testPki } from '../support/pki.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'binary-mirror-'));
 const releases: MirroredRelease[] = ['v1.36.1', 'v1.37.2'].map((version) => {
@@ -23,7 +24,7 @@ const releases: MirroredRelease[] = ['v1.36.1', 'v1.37.2'].map((version) => {
 });
 let mirror: BinaryMirror;
 beforeAll(async () => {
-  mirror = await startBinaryMirror({ releases });
+  mirror = await startBinaryMirror({ releases, ca: testPki().ca });
 });
 afterAll(async () => {
   await mirror?.stop();

@@ -8,12 +8,15 @@ import { get } from 'node:https';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify } from 'yaml';
-import { freePort } from '../../../src/local/free-ports.ts';
-import { logTail } from '../../../src/local/log-tail.ts';
-import { ownedTempDir } from '../../../support/owned-dirs.ts';
-import { testPki, testServingCertificate } from '../pki.ts';
+import { freePort } from '../../src/local/free-ports.ts';
+import { logTail } from '../../src/local/log-tail.ts';
+import { ownedTempDir } from '../owned-dirs.ts';
+import type { PemPair } from '../../src/local/certs.ts';
+import { siteServingCertificate } from './site-tls.ts';
 
 export interface RegistryOptions {
+  /** The CA that issues its serving certificate (the one clients trust). */
+  ca: PemPair;
   /** Where the registry's own directory is made (the run's temp dir, a tier's state dir). */
   parentDir: string;
   /** Address to listen on; default 127.0.0.1. */
@@ -53,7 +56,7 @@ export async function startRegistry(options: RegistryOptions): Promise<LocalRegi
   const host = options.host ?? '127.0.0.1';
   const dir = ownedTempDir('registry-', options.parentDir);
   try {
-    const tls = testServingCertificate({
+    const tls = siteServingCertificate(options.ca, {
       ipAddresses: [...(options.ipAddresses ?? []), ...(/^[\d.]+$/.test(host) ? [host] : [])],
       dnsNames: [...(options.dnsNames ?? []), ...(/^[\d.]+$/.test(host) ? [] : [host])],
     });
@@ -64,7 +67,7 @@ export async function startRegistry(options: RegistryOptions): Promise<LocalRegi
     for (let attempt = 1; ; attempt++) {
       const port = options.port ?? (await freePort(host));
       try {
-        return await startOnce(binary, dir, host, port);
+        return await startOnce(binary, dir, host, port, options.ca.certPem);
       } catch (err) {
         if (options.port !== undefined || attempt === 2) throw err;
       }
@@ -75,7 +78,13 @@ export async function startRegistry(options: RegistryOptions): Promise<LocalRegi
   }
 }
 
-async function startOnce(binary: string, dir: string, host: string, port: number): Promise<LocalRegistry> {
+async function startOnce(
+  binary: string,
+  dir: string,
+  host: string,
+  port: number,
+  caPem: string,
+): Promise<LocalRegistry> {
   const config = join(dir, 'config.yml');
   writeFileSync(
     config,
@@ -101,7 +110,6 @@ async function startOnce(binary: string, dir: string, host: string, port: number
   const child = spawn(binary, ['serve', config], { stdio: ['ignore', out, out], env });
   const address = `${host}:${port}`;
   const url = `https://${address}`;
-  const caPem = testPki().ca.certPem;
   const stop = stopper(child, dir);
   try {
     await ready(url, caPem, child, log);

@@ -5,7 +5,7 @@
 // finds those whose owner is gone.
 import { readdirSync, readFileSync, rmdirSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { alive } from '../../../support/owned-dirs.ts';
+import { alive } from '../owned-dirs.ts';
 import { runCommand } from './run.ts';
 
 const PREFIX = /^capi-uo-(\d+)-/;

@@ -3,6 +3,7 @@
 // mirror of kubeadm, kubelet and kubectl for both releases with the checksums file the
 // worker pins them by. Clusters (kubeadm-cluster.ts) reach both through relays on their
 // site gateway.
+import type { PemPair } from '../../src/local/certs.ts';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { checksumsText, startBinaryMirror, type BinaryMirror } from './binary-mirror.ts';
@@ -44,14 +45,15 @@ export interface NodeSite {
   stop(): Promise<void>;
 }
 
-export function startNodeSite(dir: string): Promise<NodeSite> {
+/** `ca` issues the registry's and the mirror's certificates; nodes trust it through containerd's certs.d. */
+export function startNodeSite(dir: string, ca: PemPair): Promise<NodeSite> {
   requireHostTools(['ip', 'nsenter', 'mount', 'umount', 'systemd-nspawn', 'socat']);
   if (process.getuid?.() !== 0)
     throw new Error('the real-node tier runs as root (it makes network namespaces, mounts and containers)');
   const tools = nodeTools();
   mkdirSync(dir, { recursive: true });
   return buildOrUndo(async (teardown) => {
-    const registry = await startRegistry({ parentDir: dir, dnsNames: [REGISTRY_HOST] });
+    const registry = await startRegistry({ parentDir: dir, dnsNames: [REGISTRY_HOST], ca });
     teardown.add('registry', () => registry.stop());
     const images = await pushNodeImages(registry, `${REGISTRY_HOST}:${REGISTRY_SITE_PORT}`, {
       releases: [tools.from, tools.to],
@@ -64,7 +66,7 @@ export function startNodeSite(dir: string): Promise<NodeSite> {
       busybox: tools.busybox,
     });
     const releases = [tools.from, tools.to].map((r) => ({ version: r.version, dir: r.dir }));
-    const mirror = await startBinaryMirror({ releases, plain: true });
+    const mirror = await startBinaryMirror({ releases, plain: true, ca });
     teardown.add('binary mirror', () => mirror.stop());
     const checksumsFile = join(dir, 'checksums.yaml');
     writeFileSync(checksumsFile, checksumsText(releases));

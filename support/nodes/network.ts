@@ -7,7 +7,7 @@
 // routed node to node, and the site namespace routes them back to their node.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../../../src/local/free-ports.ts';
+import { freePort } from '../../src/local/free-ports.ts';
 import { run } from './run.ts';
 import type { Teardown } from './teardown.ts';
 

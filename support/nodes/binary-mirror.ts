@@ -9,8 +9,9 @@ import { createServer as createHttpServer, type IncomingMessage, type ServerResp
 import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { NODE_BINARIES } from '../../../src/domain/node-binaries.ts';
-import { testPki, testServingCertificate } from '../pki.ts';
+import { NODE_BINARIES } from '../../src/domain/node-binaries.ts';
+import type { PemPair } from '../../src/local/certs.ts';
+import { siteServingCertificate } from './site-tls.ts';
 
 export interface MirroredRelease {
   version: string;
@@ -21,6 +22,8 @@ export interface MirroredRelease {
 }
 
 export interface BinaryMirrorOptions {
+  /** The CA that issues its serving certificate (unless plain). */
+  ca: PemPair;
   releases: readonly MirroredRelease[];
   /** Default 127.0.0.1. */
   host?: string;
@@ -49,7 +52,7 @@ export async function startBinaryMirror(options: BinaryMirrorOptions): Promise<B
   const host = options.host ?? '127.0.0.1';
   const dirs = new Map(options.releases.map((r) => [`${r.version}/${r.arch ?? 'amd64'}`, r.dir]));
   const ip = /^[\d.]+$/.test(host);
-  const tls = testServingCertificate({
+  const tls = siteServingCertificate(options.ca, {
     ipAddresses: [...(options.ipAddresses ?? []), ...(ip ? [host] : [])],
     dnsNames: [...(options.dnsNames ?? []), ...(ip ? [] : [host])],
   });
@@ -74,7 +77,7 @@ export async function startBinaryMirror(options: BinaryMirrorOptions): Promise<B
   const { port } = server.address() as AddressInfo;
   return {
     url: `${options.plain ? 'http' : 'https'}://${host}:${port}`,
-    caPem: testPki().ca.certPem,
+    caPem: options.ca.certPem,
     stop: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

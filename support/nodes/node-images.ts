@@ -7,8 +7,8 @@
 // kube-proxy is not built: in a scratch image it has no iptables or nft to program, and
 // nothing the tier runs uses a Service (kubeadm's kube-proxy phase is skipped).
 import { execFileSync } from 'node:child_process';
-import { buildImage, type LayerEntry } from '../../../scripts/oci/image.ts';
-import { digestReference, pushImage } from '../../../scripts/oci/push.ts';
+import { buildImage, type LayerEntry } from '../../scripts/oci/image.ts';
+import { digestReference, pushImage } from '../../scripts/oci/push.ts';
 import type { LocalRegistry } from './registry.ts';
 
 /** A Kubernetes release's binaries in one directory (the tool cache's kubernetes-<version>). */
