@@ -266,17 +266,20 @@ EOF
 
 
 log "starting ${SERVICES[*]} (history shards: $SHARDS)"
-for svc in "${SERVICES[@]}"; do write_config "$svc" && launch "$svc"; done
+for svc in "${SERVICES[@]}"; do write_config "$svc"; done
+# The frontend first, alone: each service writes the cluster's metadata on its first start, and
+# on an empty database two at once race (the loser exits with "SaveClusterMetadata encountered
+# version mismatch"). Once the frontend answers, the metadata is there and the rest only read it.
+launch frontend
 
 ADDRESS="127.0.0.1:${GRPC[frontend]}"
 deadline=$((SECONDS + TIMEOUT))
 until "$TEMPORAL_CLI" operator cluster health --address "$ADDRESS" >/dev/null 2>&1; do
-  for svc in "${SERVICES[@]}"; do
-    pid_alive "$(cat "$STATE/$svc/pid")" || die "the $svc service exited; see $STATE/$svc/log"
-  done
+  pid_alive "$(cat "$STATE/frontend/pid")" || die "the frontend service exited; see $STATE/frontend/log"
   [ $SECONDS -lt $deadline ] || die "the frontend did not answer on $ADDRESS within ${TIMEOUT}s; see $STATE/frontend/log"
   sleep 0.5
 done
+for svc in "${SERVICES[@]}"; do [ "$svc" = frontend ] || launch "$svc"; done
 
 # The extension registers its search attributes itself when it starts
 # (src/temporal-setup.ts), as on any Temporal server; only the namespace is made here.
@@ -286,6 +289,12 @@ until "$TEMPORAL_CLI" operator namespace describe --address "$ADDRESS" --namespa
     >>"$STATE/frontend/setup.log" 2>&1 || true
   [ $SECONDS -lt $deadline ] || die "namespace $NAMESPACE could not be created; see $STATE/frontend/setup.log"
   sleep 1
+done
+
+# The frontend answers health checks whatever the other services do: a service that exited on
+# start would otherwise be found only by the first workflow that needs it.
+for svc in "${SERVICES[@]}"; do
+  pid_alive "$(cat "$STATE/$svc/pid")" || die "the $svc service exited; see $STATE/$svc/log"
 done
 
 write_state
