@@ -63,7 +63,7 @@ export interface KubeadmClusterOptions {
 }
 
 export interface KubeadmCluster {
-  /** An admin kubeconfig whose server is the relay on 127.0.0.1. */
+  /** A system:masters kubeconfig, as CAPI's Secret holds, whose server is the relay on 127.0.0.1. */
   kubeconfig: string;
   /** The API server as the host reaches it, `https://127.0.0.1:<port>`. */
   server: string;
@@ -151,7 +151,10 @@ async function build(teardown: Teardown, o: KubeadmClusterOptions): Promise<Omit
 
   const port = await network.forwardFromHost(cpSpec.name, API_PORT);
   const server = `https://127.0.0.1:${port}`;
-  const kubeconfig = (await cp.sh('cat /etc/kubernetes/admin.conf')).replace(
+  // CAPI's `<cluster>-kubeconfig` Secret holds a system:masters client certificate, as kubeadm's
+  // super-admin.conf does; admin.conf's group is authorized by RBAC, which answers 403 for a few
+  // seconds after the API server restarts, until its caches are filled again.
+  const kubeconfig = (await cp.sh('cat /etc/kubernetes/super-admin.conf')).replace(
     /server: https:\/\/[^\s]+/,
     `server: ${server}`,
   );

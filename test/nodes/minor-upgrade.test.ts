@@ -104,7 +104,7 @@ beforeAll(async () => {
   const watch = observeWorkload(cluster.kubeconfig);
   try {
     let began = Date.now();
-    answers[CP] = await driver.updateMachine(CP, to);
+    answers[CP] = await driver.updateMachine(CP, to, { retriedFailures: 2 });
     took[CP] = (Date.now() - began) / 1000;
     // As KCP does: no worker is touched while the control plane's update has not succeeded.
     const cp = answers[CP].at(-1)!;
@@ -115,7 +115,7 @@ beforeAll(async () => {
         `the control plane's update failed: ${cp.message}\nthe Job's last lines:\n${await lastWords(CP)}`,
       );
     began = Date.now();
-    answers[WORKER] = await driver.updateMachine(WORKER, to, { files: [UPDATE_FILE] });
+    answers[WORKER] = await driver.updateMachine(WORKER, to, { files: [UPDATE_FILE], retriedFailures: 2 });
     took[WORKER] = (Date.now() - began) / 1000;
     for (const [node, opts] of [
       [CP, {}],
@@ -146,7 +146,7 @@ describe('(a) a minor upgrade in place, v1.36.1 to v1.37.2, control plane then w
   it('answers Success with retryAfterSeconds 0 for each Machine at the end', () => {
     for (const node of [CP, WORKER]) {
       const last = answers[node]!.at(-1)!;
-      expect(last).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+      expect(last).toEqual(expect.objectContaining({ status: 'Success', retryAfterSeconds: 0 }));
       // It waited while the node was upgraded: CAPI was told to come back.
       expect(answers[node]!.length).toBeGreaterThan(1);
     }

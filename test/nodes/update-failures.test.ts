@@ -7,7 +7,6 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { retrySignal } from '../../src/workflows/messages.ts';
 import { startCapiDriver, type Answer, type CapiDriver } from '../support/nodes/capi-driver.ts';
 import type { ClusterNodeSpec } from '../../support/nodes/kubeadm-cluster.ts';
 import { startNodeSite, type NodeSite } from '../../support/nodes/node-site.ts';
@@ -68,10 +67,6 @@ async function jobLog(kubectl: (args: string) => Promise<string>): Promise<strin
     () => '',
   );
 }
-
-/** A Failure the extension retries (a later UpdateMachine or the `retry` signal starts the step over). */
-const isRetried = (a: Answer) =>
-  a.status === 'Failure' && a.message?.includes('retried when UpdateMachine is called again') === true;
 
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 5 * MINUTE): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -187,13 +182,9 @@ describe('(d) abort while kubeadm upgrade runs', () => {
             () => true,
           ),
       );
-      // The control plane is still settling (the API server answered 403 while its RBAC warmed up, in one run):
-      // a failure that says it is retried is, as CAPI's next call would, at once by the `retry` signal.
-      finished = await s.driver.updateMachine(CP, to);
-      for (let attempt = 1; attempt < 5 && isRetried(finished.at(-1)!); attempt++) {
-        await s.driver.client.workflow.getHandle(await s.driver.workflowId(CP, to)).signal(retrySignal);
-        finished = await s.driver.updateMachine(CP, to);
-      }
+      // As CAPI would, the driver calls through a failure that says it is retried (one kept the API
+      // server's 403 while its RBAC caches refilled, with a kubeconfig authorized by RBAC).
+      finished = await s.driver.updateMachine(CP, to, { retriedFailures: 4 });
       kubelet = await s.cluster.nodes[CP]!.sh('kubelet --version');
     } finally {
       await s.stop();
@@ -237,7 +228,7 @@ describe('(e) a worker reboot while its Job runs', () => {
     const watch = observeWorkload(s.cluster.kubeconfig);
     try {
       // objectContaining: a failed answer is printed whole, with its message (toMatchObject shows only the keys).
-      expect((await s.driver.updateMachine(CP, to)).at(-1)).toEqual(
+      expect((await s.driver.updateMachine(CP, to, { retriedFailures: 2 })).at(-1)).toEqual(
         expect.objectContaining({ status: 'Success', retryAfterSeconds: 0 }),
       );
       const updating = s.driver.updateMachine(WORKER, to);

@@ -38,7 +38,7 @@ import {
 } from '../../../src/api/request-checks.ts';
 import { specHash } from '../../../src/domain/in-place.ts';
 import { machineUpdateSlotsWorkflowId, machineUpdateWorkflowId } from '../../../src/model/machine-update.ts';
-import { abortSignal } from '../../../src/workflows/messages.ts';
+import { abortSignal, retrySignal } from '../../../src/workflows/messages.ts';
 import { callHook } from '../../../support/capi-client.ts';
 import {
   CAPI_API_VERSION,
@@ -103,7 +103,16 @@ export interface DriverOptions {
 export interface UpdateOptions {
   /** The desired KubeadmConfig's spec.files; default: the files it has now. */
   files?: BootstrapFile[];
+  /**
+   * How many `Failure` answers that say they are retried to call through, as CAPI does (it calls
+   * again after a backoff; the driver sends the `retry` signal instead of waiting it out); default 0.
+   */
+  retriedFailures?: number;
 }
+
+/** A Failure the extension retries: a later UpdateMachine, or the `retry` signal at once, starts the step over. */
+export const isRetriedFailure = (a: Answer) =>
+  a.status === 'Failure' && a.message?.includes('retried when UpdateMachine is called again') === true;
 
 export interface CapiDriver {
   /** The management namespace of the Cluster, its Machines and KubeadmConfigs. */
@@ -471,13 +480,21 @@ export async function startCapiDriver(o: DriverOptions): Promise<CapiDriver> {
       const n = nodeOf(node);
       const deadline = Date.now() + updateTimeoutMs;
       const answers: Answer[] = [];
+      let retries = opts.retriedFailures ?? 0;
       for (;;) {
         if (stopped)
           throw new Error(`UpdateMachine ${namespace}/${machines[node]} → ${version}: the driver was stopped`);
         // CAPI reconciles the Machine anew before each call: the objects as stored now.
         const answer = await send(n, version, opts);
         answers.push(answer);
-        if (answer.status === 'Failure') return answers;
+        if (answer.status === 'Failure') {
+          if (retries <= 0 || !isRetriedFailure(answer)) return answers;
+          retries--;
+          // Said where the run's output shows it: a retried failure is a fact about the node, not noise.
+          console.warn(`UpdateMachine ${n.name} → ${version} answered a retried Failure: ${answer.message ?? ''}`);
+          await client.workflow.getHandle(await workflowId(node, version, opts)).signal(retrySignal);
+          continue;
+        }
         if (answer.retryAfterSeconds === 0) {
           await complete(n);
           return answers;
