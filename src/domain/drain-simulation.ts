@@ -1,0 +1,144 @@
+// What draining each node would do, worked out without evicting anything: the
+// pods the drain would evict, skip and be blocked by (drain.ts decides, as the
+// real drain does), and every PodDisruptionBudget that would hold it: one that
+// allows no disruption now (status.disruptionsAllowed 0), or whose minAvailable
+// the evictions from that node would break. Pure: the readiness activity reads
+// the nodes, pods and budgets; this decides. Lists are sorted and capped, so the
+// result is deterministic and bounded whatever the cluster's size.
+import type { V1PodDisruptionBudget } from '@kubernetes/client-node';
+import { pdbSelectorMatches } from './cluster-health.ts';
+import { filterPodsForDrain, podKey, type DrainOptions, type DrainPod } from './drain.ts';
+
+/** How many names a list of the simulation keeps before only counting. */
+export const SIMULATION_LIST_CAP = 10;
+
+/** A pod as the simulation reads it: the drain's view plus whether it is Ready. */
+export interface SimulatedPod extends DrainPod {
+  readonly status?: {
+    readonly phase?: string | undefined;
+    readonly conditions?: readonly { readonly type: string; readonly status: string }[] | undefined;
+  };
+}
+
+/** A capped, sorted list of names and how many there were. */
+export interface NameList {
+  names: string[];
+  total: number;
+}
+
+/** A budget that holds the drain of a node, and why. */
+export interface PdbHold {
+  /** `namespace/name` of the PodDisruptionBudget. */
+  pdb: string;
+  /** Why it allows no eviction, e.g. `disruptionsAllowed 0` or `minAvailable 2 with 2 healthy`. */
+  reason: string;
+  /** The pods it covers (all nodes). */
+  covers: NameList;
+}
+
+export interface NodeDrainSimulation {
+  node: string;
+  evict: NameList;
+  /** `namespace/name (reason)`. */
+  skip: NameList;
+  /** `namespace/name (reason)`: pods the drain stops at under its options. */
+  blockers: NameList;
+  /** Budgets that would refuse the evictions of this node's pods. */
+  pdbs: PdbHold[];
+}
+
+export interface DrainSimulation {
+  nodes: NodeDrainSimulation[];
+}
+
+const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+function capped(items: readonly string[]): NameList {
+  const names = [...items].sort(byText);
+  return { names: names.slice(0, SIMULATION_LIST_CAP), total: names.length };
+}
+
+/** `a, b and 3 more` of a capped list. */
+export function listText(list: NameList, limit = SIMULATION_LIST_CAP): string {
+  const shown = list.names.slice(0, limit);
+  const more = list.total - shown.length;
+  return more > 0 ? `${shown.join(', ')} and ${more} more` : shown.join(', ');
+}
+
+function isReady(pod: SimulatedPod): boolean {
+  return (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+}
+
+/** minAvailable as a number of pods: a percentage of the expected pods, rounded up as the API server does. */
+function minAvailableOf(pdb: V1PodDisruptionBudget, expected: number): number | undefined {
+  const min = pdb.spec?.minAvailable;
+  if (min === undefined || min === null) return undefined;
+  if (typeof min === 'number') return min;
+  const percent = /^(\d+)%$/.exec(min.trim());
+  if (percent) return Math.ceil((Number(percent[1]) * expected) / 100);
+  const n = Number(min);
+  return Number.isInteger(n) ? n : undefined;
+}
+
+interface Budget {
+  key: string;
+  pdb: V1PodDisruptionBudget;
+  covered: SimulatedPod[];
+}
+
+function budgetsOf(pods: readonly SimulatedPod[], pdbs: readonly V1PodDisruptionBudget[]): Budget[] {
+  return pdbs
+    .map((pdb) => {
+      const namespace = pdb.metadata?.namespace ?? '';
+      const covered = pods.filter(
+        (p) =>
+          (p.metadata?.namespace ?? '') === namespace &&
+          pdbSelectorMatches(pdb.spec?.selector, { ...(p.metadata?.labels ?? {}) }),
+      );
+      return { key: `${namespace}/${pdb.metadata?.name ?? ''}`, pdb, covered };
+    })
+    .sort((a, b) => byText(a.key, b.key));
+}
+
+/** Why `budget` refuses evicting `evicting` of its pods, or undefined when it lets them go. */
+function holdReason(budget: Budget, evicting: number): string | undefined {
+  const status = budget.pdb.status;
+  if (status?.disruptionsAllowed === 0) return 'disruptionsAllowed 0';
+  const healthy = status?.currentHealthy ?? budget.covered.filter(isReady).length;
+  const min = minAvailableOf(budget.pdb, status?.expectedPods ?? budget.covered.length);
+  if (min !== undefined && healthy - evicting < min)
+    return `minAvailable ${min} with ${healthy} healthy: evicting ${evicting} leaves ${healthy - evicting}`;
+  return undefined;
+}
+
+/** The drain of every node in `nodes` (sorted), each from the cluster as it is now. */
+export function simulateDrain(
+  nodes: readonly string[],
+  pods: readonly SimulatedPod[],
+  pdbs: readonly V1PodDisruptionBudget[],
+  options: DrainOptions,
+): DrainSimulation {
+  const budgets = budgetsOf(pods, pdbs);
+  return {
+    nodes: [...new Set(nodes)].sort(byText).map((node) => {
+      const verdict = filterPodsForDrain(
+        pods.filter((p) => p.spec?.nodeName === node),
+        options,
+      );
+      const evicted = new Set(verdict.evict.map(podKey));
+      const holds: PdbHold[] = [];
+      for (const budget of budgets) {
+        const evicting = budget.covered.filter((p) => evicted.has(podKey(p))).length;
+        const reason = evicting > 0 ? holdReason(budget, evicting) : undefined;
+        if (reason !== undefined) holds.push({ pdb: budget.key, reason, covers: capped(budget.covered.map(podKey)) });
+      }
+      return {
+        node,
+        evict: capped(verdict.evict.map(podKey)),
+        skip: capped(verdict.skip.map((v) => `${podKey(v.pod)} (${v.reason})`)),
+        blockers: capped(verdict.blockers.map((v) => `${podKey(v.pod)} (${v.reason})`)),
+        pdbs: holds,
+      };
+    }),
+  };
+}
