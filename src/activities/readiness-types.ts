@@ -31,6 +31,6 @@ export interface DrainSurvey {
 export interface ReadinessActivities {
   /** Reads the Cluster; a missing one fails (non-retryable), naming it. */
   readinessTarget(input: { cluster: ClusterRef }): Promise<ReadinessTarget>;
-  /** Lists nodes, pods and PodDisruptionBudgets of the workload cluster and simulates each node's drain. */
+  /** Lists the nodes of the Cluster's Machines, pods and PodDisruptionBudgets, and simulates each node's drain. */
   surveyDrain(input: DrainSurveyInput): Promise<DrainSurvey>;
 }

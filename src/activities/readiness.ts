@@ -1,6 +1,6 @@
 // The readiness check's own reads, all of them GET and LIST: the Cluster's
-// version and policy annotations (management cluster), and the workload
-// cluster's nodes, pods and PodDisruptionBudgets for the drain simulation
+// version and policy annotations and its Machines (management cluster), and the
+// workload cluster's nodes, pods and PodDisruptionBudgets for the drain simulation
 // (domain/drain-simulation.ts decides). Nothing here writes: the readiness run
 // must leave every object as it found it.
 import { CoreV1Api, CustomObjectsApi, PolicyV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
@@ -11,6 +11,7 @@ import { simulateDrain, type SimulatedPod } from '../domain/drain-simulation.ts'
 import { ANNOTATION_PREFIX } from '../domain/policy-keys.ts';
 import { CAPI_CORE } from '../platform/kube/capi-api.ts';
 import { listPaged } from '../platform/kube/paged-list.ts';
+import { listMachines } from './cluster-health.ts';
 import { heartbeating } from './heartbeat.ts';
 import { apiClient, isNotFound, workloadKubeConfig } from './kube.ts';
 import type { DrainSurvey, ReadinessActivities, ReadinessTarget } from './readiness-types.ts';
@@ -82,11 +83,15 @@ export function createReadinessActivities(management: KubeConfig): ReadinessActi
         const kc = await workloadKubeConfig(management, input.cluster);
         const core = apiClient(kc, CoreV1Api);
         const policy = apiClient(kc, PolicyV1Api);
-        const [nodes, pods, pdbs] = await Promise.all([
+        const [machines, allNodes, pods, pdbs] = await Promise.all([
+          listMachines(custom, input.cluster),
           listPaged(kc, 'nodes', (page) => core.listNode(page)),
           listPaged(kc, 'pods', (page) => core.listPodForAllNamespaces(page), { keep: slim }),
           listPaged(kc, 'PodDisruptionBudgets', (page) => policy.listPodDisruptionBudgetForAllNamespaces(page)),
         ]);
+        // The nodes of the Cluster's Machines are the ones Cluster API drains (every node when it has none).
+        const managed = new Set(machines.flatMap((m) => (m.nodeName ? [m.nodeName] : [])));
+        const nodes = machines.length === 0 ? allNodes : allNodes.filter((n) => managed.has(n.metadata?.name ?? ''));
         const names = nodes.map((n) => n.metadata?.name ?? '').filter(Boolean);
         return {
           kubelets: nodes.map((n) => ({

@@ -2,7 +2,7 @@
 // pods the drain would evict, skip and be blocked by (drain.ts decides, as the
 // real drain does), and every PodDisruptionBudget that would hold it: one that
 // allows no disruption now (status.disruptionsAllowed 0), or whose minAvailable
-// the evictions from that node would break. Pure: the readiness activity reads
+// one eviction from that node would break. Pure: the readiness activity reads
 // the nodes, pods and budgets; this decides. Lists are sorted and capped, so the
 // result is deterministic and bounded whatever the cluster's size.
 import type { V1PodDisruptionBudget } from '@kubernetes/client-node';
@@ -30,7 +30,7 @@ export interface NameList {
 export interface PdbHold {
   /** `namespace/name` of the PodDisruptionBudget. */
   pdb: string;
-  /** Why it allows no eviction, e.g. `disruptionsAllowed 0` or `minAvailable 2 with 2 healthy`. */
+  /** Why it allows no eviction, e.g. `disruptionsAllowed 0: minAvailable 2 with 2 healthy`. */
   reason: string;
   /** The pods it covers (all nodes). */
   covers: NameList;
@@ -100,14 +100,19 @@ function budgetsOf(pods: readonly SimulatedPod[], pdbs: readonly V1PodDisruption
     .sort((a, b) => byText(a.key, b.key));
 }
 
-/** Why `budget` refuses evicting `evicting` of its pods, or undefined when it lets them go. */
-function holdReason(budget: Budget, evicting: number): string | undefined {
+/**
+ * Why `budget` refuses the next eviction of its pods, or undefined when it lets one go: the drain
+ * evicts one at a time and waits for replacements, so a budget holds it only when it allows no
+ * disruption now (status), or when its minAvailable would break with one pod fewer (a budget the
+ * disruption controller has not counted yet, or one over unhealthy pods).
+ */
+function holdReason(budget: Budget): string | undefined {
   const status = budget.pdb.status;
-  if (status?.disruptionsAllowed === 0) return 'disruptionsAllowed 0';
   const healthy = status?.currentHealthy ?? budget.covered.filter(isReady).length;
   const min = minAvailableOf(budget.pdb, status?.expectedPods ?? budget.covered.length);
-  if (min !== undefined && healthy - evicting < min)
-    return `minAvailable ${min} with ${healthy} healthy: evicting ${evicting} leaves ${healthy - evicting}`;
+  const minText = min === undefined ? undefined : `minAvailable ${min} with ${healthy} healthy`;
+  if (status?.disruptionsAllowed === 0) return minText ? `disruptionsAllowed 0: ${minText}` : 'disruptionsAllowed 0';
+  if (min !== undefined && healthy - 1 < min) return `${minText}: evicting one leaves ${healthy - 1}`;
   return undefined;
 }
 
@@ -128,8 +133,8 @@ export function simulateDrain(
       const evicted = new Set(verdict.evict.map(podKey));
       const holds: PdbHold[] = [];
       for (const budget of budgets) {
-        const evicting = budget.covered.filter((p) => evicted.has(podKey(p))).length;
-        const reason = evicting > 0 ? holdReason(budget, evicting) : undefined;
+        const evicting = budget.covered.some((p) => evicted.has(podKey(p)));
+        const reason = evicting ? holdReason(budget) : undefined;
         if (reason !== undefined) holds.push({ pdb: budget.key, reason, covers: capped(budget.covered.map(podKey)) });
       }
       return {

@@ -44,7 +44,7 @@ describe('simulateDrain', () => {
       pdbs: [
         {
           pdb: 'shop/web',
-          reason: 'minAvailable 2 with 2 healthy: evicting 2 leaves 0',
+          reason: 'minAvailable 2 with 2 healthy: evicting one leaves 1',
           covers: { names: ['shop/web-a', 'shop/web-b'], total: 2 },
         },
       ],
@@ -54,13 +54,14 @@ describe('simulateDrain', () => {
       check: 'drain',
       verdict: 'Blocked',
       message:
-        "node w1: PodDisruptionBudget shop/web (minAvailable 2 with 2 healthy: evicting 2 leaves 0) covers shop/web-a, shop/web-b (relax the budget's minAvailable or add replicas on other nodes; label pods the drain may leave cluster.x-k8s.io/drain=skip)",
+        "node w1: PodDisruptionBudget shop/web (minAvailable 2 with 2 healthy: evicting one leaves 1) covers shop/web-a, shop/web-b (relax the budget's minAvailable or add replicas on other nodes; label pods the drain may leave cluster.x-k8s.io/drain=skip)",
     });
   });
 
   it('is Ready once the budget lets the evictions go, counting what moves', () => {
     const pods = [pod('web-a', 'w1'), pod('web-b', 'w1'), pod('ds', 'w1', { owner: 'DaemonSet' })];
-    const sim = simulateDrain(['w1'], pods, [pdb('web', { minAvailable: 0 })], OPTIONS);
+    // minAvailable 1 of 2 on one node: the drain evicts one, waits for its replacement, then the other.
+    const sim = simulateDrain(['w1'], pods, [pdb('web', { minAvailable: 1 })], OPTIONS);
     expect(drainCheck(sim)).toEqual({
       check: 'drain',
       verdict: 'Ready',
@@ -83,7 +84,7 @@ describe('simulateDrain', () => {
       [pdb('web', { minAvailable: '100%' }, { disruptionsAllowed: 1, currentHealthy: 2, expectedPods: 2 })],
       OPTIONS,
     );
-    expect(pct.nodes[0]?.pdbs.map((h) => h.reason)).toEqual(['minAvailable 2 with 2 healthy: evicting 1 leaves 1']);
+    expect(pct.nodes[0]?.pdbs.map((h) => h.reason)).toEqual(['minAvailable 2 with 2 healthy: evicting one leaves 1']);
     const fine = simulateDrain(
       ['w1'],
       pods,
