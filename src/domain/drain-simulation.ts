@@ -11,6 +11,8 @@ import { filterPodsForDrain, podKey, type DrainOptions, type DrainPod } from './
 
 /** How many names a list of the simulation keeps before only counting. */
 export const SIMULATION_LIST_CAP = 10;
+/** How many nodes it details (those held first): a large cluster's report stays far below Temporal's payload limits. */
+export const SIMULATION_NODE_CAP = 100;
 
 /** A pod as the simulation reads it: the drain's view plus whether it is Ready. */
 export interface SimulatedPod extends DrainPod {
@@ -48,8 +50,13 @@ export interface NodeDrainSimulation {
 }
 
 export interface DrainSimulation {
+  /** The nodes whose drain something would hold, then the others, each by name; at most SIMULATION_NODE_CAP. */
   nodes: NodeDrainSimulation[];
+  /** Over every node, detailed or not. */
+  totals: { nodes: number; held: number; evict: number; skip: number };
 }
+
+const isHeld = (n: NodeDrainSimulation) => n.blockers.total > 0 || n.pdbs.length > 0;
 
 const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
@@ -124,26 +131,33 @@ export function simulateDrain(
   options: DrainOptions,
 ): DrainSimulation {
   const budgets = budgetsOf(pods, pdbs);
+  const all = [...new Set(nodes)].sort(byText).map((node): NodeDrainSimulation => {
+    const verdict = filterPodsForDrain(
+      pods.filter((p) => p.spec?.nodeName === node),
+      options,
+    );
+    const evicted = new Set(verdict.evict.map(podKey));
+    const holds: PdbHold[] = [];
+    for (const budget of budgets) {
+      const reason = budget.covered.some((p) => evicted.has(podKey(p))) ? holdReason(budget) : undefined;
+      if (reason !== undefined) holds.push({ pdb: budget.key, reason, covers: capped(budget.covered.map(podKey)) });
+    }
+    return {
+      node,
+      evict: capped(verdict.evict.map(podKey)),
+      skip: capped(verdict.skip.map((v) => `${podKey(v.pod)} (${v.reason})`)),
+      blockers: capped(verdict.blockers.map((v) => `${podKey(v.pod)} (${v.reason})`)),
+      pdbs: holds,
+    };
+  });
+  const held = all.filter(isHeld);
   return {
-    nodes: [...new Set(nodes)].sort(byText).map((node) => {
-      const verdict = filterPodsForDrain(
-        pods.filter((p) => p.spec?.nodeName === node),
-        options,
-      );
-      const evicted = new Set(verdict.evict.map(podKey));
-      const holds: PdbHold[] = [];
-      for (const budget of budgets) {
-        const evicting = budget.covered.some((p) => evicted.has(podKey(p)));
-        const reason = evicting ? holdReason(budget) : undefined;
-        if (reason !== undefined) holds.push({ pdb: budget.key, reason, covers: capped(budget.covered.map(podKey)) });
-      }
-      return {
-        node,
-        evict: capped(verdict.evict.map(podKey)),
-        skip: capped(verdict.skip.map((v) => `${podKey(v.pod)} (${v.reason})`)),
-        blockers: capped(verdict.blockers.map((v) => `${podKey(v.pod)} (${v.reason})`)),
-        pdbs: holds,
-      };
-    }),
+    nodes: [...held, ...all.filter((n) => !isHeld(n))].slice(0, SIMULATION_NODE_CAP),
+    totals: {
+      nodes: all.length,
+      held: held.length,
+      evict: all.reduce((n, node) => n + node.evict.total, 0),
+      skip: all.reduce((n, node) => n + node.skip.total, 0),
+    },
   };
 }

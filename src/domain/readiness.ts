@@ -130,14 +130,15 @@ export function drainCheck(sim: DrainSimulation): ReadinessCheck {
   if (problems.length > 0) {
     const shown = problems.slice(0, 5).join('; ');
     const more = problems.length > 5 ? `; and ${problems.length - 5} more` : '';
+    const listed = sim.nodes.filter((n) => n.blockers.total > 0 || n.pdbs.length > 0).length;
+    const nodes = sim.totals.held > listed ? `; ${sim.totals.held - listed} more nodes held` : '';
     return blocked(
       'drain',
-      `${shown}${more} (relax the budget's minAvailable or add replicas on other nodes; label pods the drain may leave cluster.x-k8s.io/drain=skip)`,
+      `${shown}${more}${nodes} (relax the budget's minAvailable or add replicas on other nodes; label pods the drain may leave cluster.x-k8s.io/drain=skip)`,
     );
   }
-  const evict = sim.nodes.reduce((n, node) => n + node.evict.total, 0);
-  const skip = sim.nodes.reduce((n, node) => n + node.skip.total, 0);
-  return ready('drain', `${sim.nodes.length} nodes drain: ${evict} pods to evict, ${skip} skipped, none blocking`);
+  const { nodes, evict, skip } = sim.totals;
+  return ready('drain', `${nodes} nodes drain: ${evict} pods to evict, ${skip} skipped, none blocking`);
 }
 
 export interface Kubelet {

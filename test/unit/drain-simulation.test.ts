@@ -2,7 +2,12 @@
 // at (drain.ts's rules), and every PodDisruptionBudget that would refuse its evictions.
 import { describe, expect, it } from '@jest/globals';
 import type { V1Pod, V1PodDisruptionBudget } from '@kubernetes/client-node';
-import { listText, simulateDrain, SIMULATION_LIST_CAP } from '../../src/domain/drain-simulation.ts';
+import {
+  listText,
+  simulateDrain,
+  SIMULATION_LIST_CAP,
+  SIMULATION_NODE_CAP,
+} from '../../src/domain/drain-simulation.ts';
 import { drainCheck } from '../../src/domain/readiness.ts';
 
 const OPTIONS = { deleteEmptyDirData: false, force: false };
@@ -115,6 +120,16 @@ describe('simulateDrain', () => {
     expect(sim.nodes[0]?.evict.names).toHaveLength(SIMULATION_LIST_CAP);
     expect(sim.nodes[0]?.evict.total).toBe(25);
     expect(listText(sim.nodes[0]!.evict, 2)).toBe('shop/p-00, shop/p-01 and 23 more');
+  });
+
+  it('details at most SIMULATION_NODE_CAP nodes, the held ones first, and counts them all', () => {
+    const names = Array.from({ length: 150 }, (_, i) => `n-${String(i).padStart(3, '0')}`);
+    const pods = [pod('bare', 'n-149', { owner: null }), pod('web-a', 'n-000')];
+    const sim = simulateDrain(names, pods, [], OPTIONS);
+    expect(sim.nodes).toHaveLength(SIMULATION_NODE_CAP);
+    expect(sim.nodes.map((n) => n.node).slice(0, 2)).toEqual(['n-149', 'n-000']);
+    expect(sim.totals).toEqual({ nodes: 150, held: 1, evict: 1, skip: 0 });
+    expect(drainCheck(sim).message).toMatch(/^node n-149 blocked by shop\/bare/);
   });
 
   it('gives the same answer whatever order the pods come in', () => {

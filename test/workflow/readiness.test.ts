@@ -27,6 +27,7 @@ const survey = (pdbs: DrainSurvey['simulation']['nodes'][number]['pdbs'] = []): 
       { node: 'cp-1', evict: EMPTY, skip: EMPTY, blockers: EMPTY, pdbs: [] },
       { node: 'w-1', evict: { names: ['shop/web-a', 'shop/web-b'], total: 2 }, skip: EMPTY, blockers: EMPTY, pdbs },
     ],
+    totals: { nodes: 2, held: pdbs.length > 0 ? 1 : 0, evict: 2, skip: 0 },
   },
 });
 const HOLD = {
