@@ -42,9 +42,22 @@ describe('readinessWorkflow', () => {
   let stop: () => Promise<void>;
   const taskQueue = uniqueTaskQueue('readiness');
   // What the stubs answer, set per test.
-  const stub = { survey: survey(), metricsFail: false, target: 'v1.33.0' as string | undefined };
+  const stub = {
+    survey: survey(),
+    metricsFail: false,
+    target: 'v1.33.0' as string | undefined,
+    missing: false,
+    annotations: {} as Record<string, string>,
+  };
   const activities: Stubbed = {
-    readinessTarget: async () => ({ annotations: {}, ...(stub.target ? { version: stub.target } : {}) }),
+    readinessTarget: async ({ cluster }) => {
+      if (stub.missing)
+        throw ApplicationFailure.nonRetryable(
+          `Cluster ${cluster.namespace}/${cluster.name} not found`,
+          'ClusterNotFound',
+        );
+      return { annotations: stub.annotations, ...(stub.target ? { version: stub.target } : {}) };
+    },
     surveyDrain: async () => stub.survey,
     checkDeprecatedApis: async () => {
       if (stub.metricsFail)
@@ -114,6 +127,25 @@ describe('readinessWorkflow', () => {
       verdict: 'Unknown',
       message: 'the Cluster has no spec.topology.version to plan from',
     });
+  });
+
+  it('a missing Cluster or a refused policy makes every check Unknown, saying why, and the run still reports', async () => {
+    Object.assign(stub, { survey: survey(), metricsFail: false, target: 'v1.33.0', missing: true });
+    const missing = await run('missing');
+    expect(missing.verdict).toBe('Unknown');
+    expect(new Set(missing.checks.map((c) => c.message))).toEqual(
+      new Set(['could not read the Cluster: Cluster fleet/missing not found']),
+    );
+    expect(missing.checks).toHaveLength(6);
+
+    Object.assign(stub, { missing: false, annotations: { 'upgrades.capi-orchestrator.io/upgrade-at': 'tomorrow' } });
+    const refused = await run('refused');
+    expect(refused.checks).toHaveLength(6);
+    expect(refused.checks.every((c) => c.verdict === 'Unknown')).toBe(true);
+    expect(refused.checks[0]?.message).toMatch(
+      /^the upgrade policy is refused: .*upgrade-at.*\(fix that setting or annotation\)$/,
+    );
+    stub.annotations = {};
   });
 
   it('capi-upgrades readiness prints the table and exits 1 when Blocked, 0 when Ready', async () => {
