@@ -84,6 +84,16 @@ describe('readinessWorkflow', () => {
       args: [input],
     });
     const report = (await handle.result()) as ReadinessReport;
+    // Every check answered (a report read mid-run shows the rest as Unknown, "not checked yet").
+    expect(report.checks.map((c) => c.check)).toEqual([
+      'plan',
+      'removed-apis',
+      'drain',
+      'version-skew',
+      'health',
+      'calendar',
+    ]);
+    expect(report.checks.map((c) => c.message)).not.toContain('not checked yet');
     // The query answers the same report once the run is done (the Web UI's Queries tab).
     expect(await handle.query(readinessReportQuery)).toEqual(report);
     return report;

@@ -1,6 +1,7 @@
 // A readiness run's state: the checks answered so far, which the `status` query
 // shows while the run works and the run returns as its report.
 import {
+  READINESS_CHECKS,
   readinessReport,
   unknownCheck,
   type ReadinessCheck,
@@ -27,15 +28,19 @@ export class ReadinessState {
     for (const name of names) if (!this.checks.has(name)) this.add(unknownCheck(name, message));
   }
 
+  /** Checks still running show as Unknown, so a report read mid-run is never Ready too early. */
   report(): ReadinessReport {
     const { cluster, targetVersion } = this.input;
+    const pending = READINESS_CHECKS.filter((name) => !this.checks.has(name)).map((name) =>
+      unknownCheck(name, 'not checked yet'),
+    );
     return readinessReport(
       {
         cluster: `${cluster.namespace}/${cluster.name}`,
         ...(this.fromVersion ? { fromVersion: this.fromVersion } : {}),
         targetVersion,
       },
-      [...this.checks.values()],
+      [...this.checks.values(), ...pending],
     );
   }
 }
