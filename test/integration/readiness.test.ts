@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Client } from '@temporalio/client';
-import type { ReadinessReport } from '../../src/domain/readiness.ts';
+import { READINESS_CHECKS, type ReadinessReport } from '../../src/domain/readiness.ts';
 import { readinessWorkflowId, type ReadinessInput } from '../../src/model/readiness.ts';
 import { workflowTypes } from '../../src/model/workflow-types.ts';
 import {
@@ -199,14 +199,7 @@ describe('readiness on the test bed', () => {
     });
     expect(report.verdict).toBe('Blocked');
     expect(report.fromVersion).toBe(VERSION);
-    expect(report.checks.map((c) => c.check)).toEqual([
-      'plan',
-      'removed-apis',
-      'drain',
-      'version-skew',
-      'health',
-      'calendar',
-    ]);
+    expect(report.checks.map((c) => c.check)).toEqual([...READINESS_CHECKS]);
     expect(report.checks.find((c) => c.check === 'version-skew')?.verdict).toBe('Ready');
     expect(report.checks.find((c) => c.check === 'calendar')?.message).toBe(
       'can start now: no upgradeAt ahead, the maintenance calendar is open',

@@ -7,7 +7,7 @@ import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { DrainSurvey, ReadinessActivities } from '../../src/activities/readiness-types.ts';
 import type { UpgradeActivities } from '../../src/activities/upgrade-types.ts';
-import type { ReadinessReport } from '../../src/domain/readiness.ts';
+import { READINESS_CHECKS, type ReadinessReport } from '../../src/domain/readiness.ts';
 import { readinessWorkflowId, type ReadinessInput } from '../../src/model/readiness.ts';
 import { workflowTypes } from '../../src/model/workflow-types.ts';
 import { readinessReportQuery } from '../../src/workflows/messages.ts';
@@ -85,14 +85,7 @@ describe('readinessWorkflow', () => {
     });
     const report = (await handle.result()) as ReadinessReport;
     // Every check answered (a report read mid-run shows the rest as Unknown, "not checked yet").
-    expect(report.checks.map((c) => c.check)).toEqual([
-      'plan',
-      'removed-apis',
-      'drain',
-      'version-skew',
-      'health',
-      'calendar',
-    ]);
+    expect(report.checks.map((c) => c.check)).toEqual([...READINESS_CHECKS]);
     expect(report.checks.map((c) => c.message)).not.toContain('not checked yet');
     // The query answers the same report once the run is done (the Web UI's Queries tab).
     expect(await handle.query(readinessReportQuery)).toEqual(report);
