@@ -17,7 +17,8 @@ interface MachineObject {
   status?: { nodeRef?: { name?: string } };
 }
 
-async function listMachines(custom: CustomObjectsApi, ref: ClusterRef): Promise<MachineInfo[]> {
+/** The Cluster's Machines (management cluster): their nodes are the ones an upgrade checks and drains. */
+export async function listMachines(custom: CustomObjectsApi, ref: ClusterRef): Promise<MachineInfo[]> {
   const list = (await custom.listNamespacedCustomObject({
     ...CAPI_CORE,
     plural: 'machines',

@@ -12,6 +12,7 @@ import { createMachineUpdateActivities } from './machine-update.ts';
 import type { JobExecutorConfig } from './executors/job.ts';
 import type { NodeUpgradeWatch } from './node-upgrade-watch.ts';
 import { createProbeActivities } from './probe.ts';
+import { createReadinessActivities } from './readiness.ts';
 import { createUpgradeActivities } from './upgrade.ts';
 
 export interface ActivityDeps {
@@ -37,6 +38,7 @@ export function createActivities(deps: ActivityDeps = {}) {
     ...createProbeActivities(),
     ...upgrade,
     ...createAlertActivities(management),
+    ...createReadinessActivities(management),
     ...createFleetActivities({
       management,
       checkClusterHealth: upgrade.checkClusterHealth,

@@ -5,6 +5,7 @@
 //   capi-upgrades abort <ns>/<cluster> [--reason TEXT]
 //   capi-upgrades resume|retry <ns>/<cluster>
 //   capi-upgrades history <ns>/<cluster> [-o json]
+//   capi-upgrades readiness <ns>/<cluster> --to <version> [--setting K=V …] [-o json]
 //   capi-upgrades rollout start|status|list|approve|pause|resume|abort … (fleet rollouts)
 //   capi-upgrades completion bash|zsh
 //   capi-upgrades demo …   (from a checkout: bin/capi-upgrades runs src/local/demo-cli.ts)
@@ -19,6 +20,7 @@ import { Client, Connection } from '@temporalio/client';
 import { ConfigError, parseConfig } from '../config/index.ts';
 import type { UpgradePhase } from '../model/cluster-upgrade.ts';
 import { holdLines } from './held.ts';
+import { READINESS_USAGE, readinessExitCode, readinessInput, readinessText, runReadiness } from './readiness.ts';
 import { table } from './table.ts';
 import { complete, completionScript } from './completion.ts';
 import { machineTally, rolloutProgress, upgradeProgress } from './progress.ts';
@@ -64,6 +66,7 @@ const USAGE = `usage: ${PROGRAM} <command> [options]
   resume <namespace>/<cluster>   continue an aborted or failed upgrade where it stopped
   retry <namespace>/<cluster>    run a failed step again (an aborted upgrade needs resume)
   history <namespace>/<cluster>  every run for the cluster, and the versions it went through
+${READINESS_USAGE}
 ${ROLLOUT_USAGE}
   completion bash|zsh            the shell completion script (source <(${PROGRAM} completion bash))
   demo [--from v1.33.0] [--to v1.35.0] [--rolling-only] [--timeout 60m]
@@ -198,6 +201,9 @@ async function main(argv: string[]): Promise<number> {
         watch: { type: 'boolean', short: 'w' },
         interval: { type: 'string' },
         timeout: { type: 'string' },
+        // readiness
+        to: { type: 'string' },
+        setting: { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -231,7 +237,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'demo')
     // The demo drives `make dev`'s own management cluster: it is dev-only code (src/local), not in the image.
     throw new UsageError('the demo runs from a checkout beside `make dev`: make demo, or bin/capi-upgrades demo');
-  if (!['list', 'status', 'abort', 'resume', 'retry', 'history', 'rollout'].includes(command))
+  if (!['list', 'status', 'abort', 'resume', 'retry', 'history', 'readiness', 'rollout'].includes(command))
     throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   const rollout = command === 'rollout' ? { sub: target ?? '', name: positionals[2] } : undefined;
   if (rollout && !(ROLLOUT_COMMANDS as readonly string[]).includes(rollout.sub))
@@ -242,6 +248,7 @@ async function main(argv: string[]): Promise<number> {
   const flags = values as RolloutFlags;
   const rolloutStart = rollout?.sub === 'start' ? rolloutInput(rollout.name, flags) : undefined;
   const cluster = command === 'list' || rollout ? undefined : parseClusterKey(target);
+  const readiness = command === 'readiness' ? readinessInput(cluster!, values.to, values.setting) : undefined;
   const watching = values.watch === true;
   if (watching && !(command === 'status' || rollout?.sub === 'status'))
     throw new UsageError('--watch: only status and rollout status watch');
@@ -293,6 +300,10 @@ async function main(argv: string[]): Promise<number> {
         const sent = await controlRollout(client, name, control, flags);
         print({ signalled: control, workflowId: sent.workflowId }, `${control} sent to ${sent.workflowId}`);
       }
+    } else if (readiness) {
+      const report = await runReadiness(client, settings.taskQueue, readiness);
+      print(report, readinessText(report));
+      return readinessExitCode(report);
     } else if (command === 'list') {
       const rows = await listUpgrades(client, {
         ...(phase ? { phase } : {}),

@@ -17,6 +17,7 @@ export const COMMANDS = [
   'resume',
   'retry',
   'history',
+  'readiness',
   'rollout',
   'completion',
   'demo',
@@ -27,6 +28,7 @@ const OPTIONS: Record<string, string[]> = {
   status: ['--watch', '--interval', '--timeout', '-o'],
   abort: ['--reason'],
   history: ['-o'],
+  readiness: ['--to', '--setting', '-o'],
   'rollout start': [
     '--selector',
     '--version',

@@ -9,6 +9,7 @@ export const workflowTypes = {
   machineUpdateSlots: 'machineUpdateSlotsWorkflow',
   fleetRollout: 'fleetRolloutWorkflow',
   heartbeatProbe: 'heartbeatProbeWorkflow',
+  readiness: 'readinessWorkflow',
 } as const;
 
 export type WorkflowTypeName = (typeof workflowTypes)[keyof typeof workflowTypes];

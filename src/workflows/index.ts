@@ -5,3 +5,4 @@ export { clusterEventWorkflow } from './cluster-event.ts';
 export { machineUpdateWorkflow } from './machine-update/workflow.ts';
 export { machineUpdateSlotsWorkflow } from './machine-update/slots-workflow.ts';
 export { fleetRolloutWorkflow } from './fleet-rollout/workflow.ts';
+export { readinessWorkflow } from './readiness/workflow.ts';

@@ -2,6 +2,7 @@
 // tests, so each name is spelled once. The data they carry lives in
 // src/model (plain types that activities may import too).
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { ReadinessReport } from '../domain/readiness.ts';
 import type { AbortInput, ClusterUpgradeStatus, Gate, HookCall, PolicyUpdate } from '../model/cluster-upgrade.ts';
 import type { ApproveInput, FleetRolloutStatus, RolloutAbortInput } from '../model/fleet-rollout.ts';
 import type {
@@ -57,3 +58,8 @@ export const approveWaveSignal = defineSignal<[ApproveInput]>('approve');
 export const pauseRolloutSignal = defineSignal<[]>('pause');
 /** Stops the rollout for good; `abortInFlight` also aborts the cluster upgrades still running. */
 export const abortRolloutSignal = defineSignal<[RolloutAbortInput?]>('abort');
+
+// ---- readiness checks ---------------------------------------------------------
+
+/** The report so far (checks not yet run are absent); the run's result is the whole report. */
+export const readinessReportQuery = defineQuery<ReadinessReport>('status');

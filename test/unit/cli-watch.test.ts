@@ -230,6 +230,7 @@ describe('completion', () => {
       'resume',
       'retry',
       'history',
+      'readiness',
       'rollout',
       'completion',
       'demo',
@@ -239,6 +240,7 @@ describe('completion', () => {
     expect(await lines('status', 'fleet-a/')).toEqual(['fleet-a/prod-1', 'fleet-a/prod-2', ':4']);
     expect(await lines('status', 'fleet-a/prod-1', '--w')).toEqual(['--watch', ':4']);
     expect(await lines('list', '--phase', 'F')).toEqual(['Failed', ':4']);
+    expect(await lines('readiness', 'fleet-a/prod-1', '--')).toEqual(['--to', '--setting', ':4']);
     expect(await lines('rollout', 'st')).toEqual(['start', 'status', ':4']);
     expect(await lines('rollout', 'approve', '')).toEqual(['q4-patch', ':4']);
     expect(await lines('rollout', 'list', '')).toEqual([':4']);

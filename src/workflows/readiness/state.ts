@@ -1,0 +1,46 @@
+// A readiness run's state: the checks answered so far, which the `status` query
+// shows while the run works and the run returns as its report.
+import {
+  READINESS_CHECKS,
+  readinessReport,
+  unknownCheck,
+  type ReadinessCheck,
+  type ReadinessCheckName,
+  type ReadinessReport,
+} from '../../domain/readiness.ts';
+import type { ReadinessInput } from '../../model/readiness.ts';
+
+export class ReadinessState {
+  readonly input: ReadinessInput;
+  fromVersion: string | undefined;
+  private readonly checks = new Map<ReadinessCheckName, ReadinessCheck>();
+
+  constructor(input: ReadinessInput) {
+    this.input = input;
+  }
+
+  add(check: ReadinessCheck): void {
+    this.checks.set(check.check, check);
+  }
+
+  /** Each of `names` not answered yet: Unknown, saying why. */
+  unknown(names: readonly ReadinessCheckName[], message: string): void {
+    for (const name of names) if (!this.checks.has(name)) this.add(unknownCheck(name, message));
+  }
+
+  /** Checks still running show as Unknown, so a report read mid-run is never Ready too early. */
+  report(): ReadinessReport {
+    const { cluster, targetVersion } = this.input;
+    const pending = READINESS_CHECKS.filter((name) => !this.checks.has(name)).map((name) =>
+      unknownCheck(name, 'not checked yet'),
+    );
+    return readinessReport(
+      {
+        cluster: `${cluster.namespace}/${cluster.name}`,
+        ...(this.fromVersion ? { fromVersion: this.fromVersion } : {}),
+        targetVersion,
+      },
+      [...this.checks.values(), ...pending],
+    );
+  }
+}

@@ -1,0 +1,174 @@
+// The readiness workflow on the real dev server with its activities stubbed: it runs every check,
+// turns a failed read into Unknown without losing the other checks, and `capi-upgrades readiness`
+// starts it and prints the table, exiting 1 when a check is Blocked. The activities themselves run
+// against the real API server in test/integration/readiness.test.ts.
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { DrainSurvey, ReadinessActivities } from '../../src/activities/readiness-types.ts';
+import type { UpgradeActivities } from '../../src/activities/upgrade-types.ts';
+import { READINESS_CHECKS, type ReadinessReport } from '../../src/domain/readiness.ts';
+import { readinessWorkflowId, type ReadinessInput } from '../../src/model/readiness.ts';
+import { workflowTypes } from '../../src/model/workflow-types.ts';
+import { readinessReportQuery } from '../../src/workflows/messages.ts';
+import { capiUpgrades } from '../support/cli.ts';
+import { startTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
+
+type Stubbed = ReadinessActivities & Pick<UpgradeActivities, 'checkDeprecatedApis' | 'checkClusterHealth'>;
+
+const EMPTY = { names: [], total: 0 };
+const survey = (pdbs: DrainSurvey['simulation']['nodes'][number]['pdbs'] = []): DrainSurvey => ({
+  kubelets: [
+    { node: 'cp-1', version: 'v1.33.0', controlPlane: true },
+    { node: 'w-1', version: 'v1.33.0', controlPlane: false },
+  ],
+  simulation: {
+    nodes: [
+      { node: 'cp-1', evict: EMPTY, skip: EMPTY, blockers: EMPTY, pdbs: [] },
+      { node: 'w-1', evict: { names: ['shop/web-a', 'shop/web-b'], total: 2 }, skip: EMPTY, blockers: EMPTY, pdbs },
+    ],
+    totals: { nodes: 2, held: pdbs.length > 0 ? 1 : 0, evict: 2, skip: 0 },
+  },
+});
+const HOLD = {
+  pdb: 'shop/web',
+  reason: 'minAvailable 2 with 2 healthy: evicting one leaves 1',
+  covers: { names: ['shop/web-a', 'shop/web-b'], total: 2 },
+};
+
+describe('readinessWorkflow', () => {
+  let client: Client;
+  let close: () => Promise<void>;
+  let stop: () => Promise<void>;
+  const taskQueue = uniqueTaskQueue('readiness');
+  // What the stubs answer, set per test.
+  const stub = {
+    survey: survey(),
+    metricsFail: false,
+    target: 'v1.33.0' as string | undefined,
+    missing: false,
+    annotations: {} as Record<string, string>,
+  };
+  const activities: Stubbed = {
+    readinessTarget: async ({ cluster }) => {
+      if (stub.missing)
+        throw ApplicationFailure.nonRetryable(
+          `Cluster ${cluster.namespace}/${cluster.name} not found`,
+          'ClusterNotFound',
+        );
+      return { annotations: stub.annotations, ...(stub.target ? { version: stub.target } : {}) };
+    },
+    surveyDrain: async () => stub.survey,
+    checkDeprecatedApis: async () => {
+      if (stub.metricsFail)
+        throw ApplicationFailure.nonRetryable('GET /metrics: 403 Forbidden', 'WorkloadMetricsRefused');
+      return { uses: [], malformed: 0, dropped: 0 };
+    },
+    checkClusterHealth: async () => ({ healthy: true, summary: '2 of 2 nodes Ready', findings: [], warnings: [] }),
+  };
+
+  beforeAll(async () => {
+    ({ client, close } = await testClient());
+    ({ stop } = await startTestWorker({ taskQueue, activities }));
+  });
+  afterAll(async () => {
+    await stop();
+    await close();
+  });
+
+  const run = async (name: string): Promise<ReadinessReport> => {
+    const input: ReadinessInput = { cluster: { namespace: 'fleet', name }, targetVersion: 'v1.35.0' };
+    const handle = await client.workflow.start(workflowTypes.readiness, {
+      taskQueue,
+      workflowId: `${readinessWorkflowId(input.cluster, input.targetVersion)}/${taskQueue}`,
+      args: [input],
+    });
+    const report = (await handle.result()) as ReadinessReport;
+    // Every check answered (a report read mid-run shows the rest as Unknown, "not checked yet").
+    expect(report.checks.map((c) => c.check)).toEqual([...READINESS_CHECKS]);
+    expect(report.checks.map((c) => c.message)).not.toContain('not checked yet');
+    // The query answers the same report once the run is done (the Web UI's Queries tab).
+    expect(await handle.query(readinessReportQuery)).toEqual(report);
+    return report;
+  };
+
+  it('runs every check in order; a PDB that would hold the drain makes it Blocked', async () => {
+    Object.assign(stub, { survey: survey([HOLD]), metricsFail: false, target: 'v1.33.0' });
+    const report = await run('blocked');
+    expect(report.verdict).toBe('Blocked');
+    expect(report.fromVersion).toBe('v1.33.0');
+    expect(report.checks.map((c) => [c.check, c.verdict])).toEqual([
+      ['plan', 'Ready'],
+      ['removed-apis', 'Ready'],
+      ['drain', 'Blocked'],
+      ['version-skew', 'Ready'],
+      ['health', 'Ready'],
+      ['calendar', 'Ready'],
+    ]);
+    expect(report.checks[2]?.message).toContain(
+      'node w-1: PodDisruptionBudget shop/web (minAvailable 2 with 2 healthy: evicting one leaves 1) covers shop/web-a, shop/web-b',
+    );
+  });
+
+  it('a read that fails makes its check Unknown and keeps the others', async () => {
+    Object.assign(stub, { survey: survey(), metricsFail: true, target: 'v1.33.0' });
+    const report = await run('unknown');
+    expect(report.verdict).toBe('Unknown');
+    expect(report.checks.find((c) => c.check === 'removed-apis')).toEqual({
+      check: 'removed-apis',
+      verdict: 'Unknown',
+      message: "could not read the workload API server's /metrics: GET /metrics: 403 Forbidden",
+    });
+    expect(report.checks.filter((c) => c.verdict === 'Ready')).toHaveLength(5);
+  });
+
+  it('a Cluster without a topology version leaves the plan Unknown, saying why', async () => {
+    Object.assign(stub, { survey: survey(), metricsFail: false, target: undefined });
+    const report = await run('no-topology');
+    expect(report.checks.find((c) => c.check === 'plan')).toEqual({
+      check: 'plan',
+      verdict: 'Unknown',
+      message: 'the Cluster has no spec.topology.version to plan from',
+    });
+  });
+
+  it('a missing Cluster or a refused policy makes every check Unknown, saying why, and the run still reports', async () => {
+    Object.assign(stub, { survey: survey(), metricsFail: false, target: 'v1.33.0', missing: true });
+    const missing = await run('missing');
+    expect(missing.verdict).toBe('Unknown');
+    expect(new Set(missing.checks.map((c) => c.message))).toEqual(
+      new Set(['could not read the Cluster: Cluster fleet/missing not found']),
+    );
+    expect(missing.checks).toHaveLength(6);
+
+    Object.assign(stub, { missing: false, annotations: { 'upgrades.capi-orchestrator.io/upgrade-at': 'tomorrow' } });
+    const refused = await run('refused');
+    expect(refused.checks).toHaveLength(6);
+    expect(refused.checks.every((c) => c.verdict === 'Unknown')).toBe(true);
+    expect(refused.checks[0]?.message).toMatch(
+      /^the upgrade policy is refused: .*upgrade-at.*\(fix that setting or annotation\)$/,
+    );
+    stub.annotations = {};
+  });
+
+  it('capi-upgrades readiness prints the table and exits 1 when Blocked, 0 when Ready', async () => {
+    const cli = (...args: string[]) => capiUpgrades(args, { TEMPORAL_TASK_QUEUE: taskQueue });
+    Object.assign(stub, { survey: survey([HOLD]), metricsFail: false, target: 'v1.33.0' });
+    const blocked = await cli('readiness', 'fleet/cli-1', '--to', 'v1.35.0');
+    expect(blocked.code).toBe(1);
+    expect(blocked.stdout).toContain('cluster:   fleet/cli-1\nupgrade:   v1.33.0 → v1.35.0\nverdict:   Blocked\n');
+    expect(blocked.stdout).toMatch(/^CHECK\s+VERDICT\s+MESSAGE$/m);
+    expect(blocked.stdout).toMatch(/^drain\s+Blocked\s+node w-1: PodDisruptionBudget shop\/web /m);
+
+    Object.assign(stub, { survey: survey() });
+    const ready = await cli('readiness', 'fleet/cli-2', '--to', 'v1.35.0', '-o', 'json');
+    expect(ready.code).toBe(0);
+    expect((JSON.parse(ready.stdout) as ReadinessReport).verdict).toBe('Ready');
+
+    expect(await cli('readiness', 'fleet/cli-3')).toMatchObject({ code: 2 });
+    expect(await cli('readiness', 'fleet/cli-3', '--to', 'latest')).toMatchObject({
+      code: 2,
+      stderr: 'capi-upgrades: readiness: --to "latest" is not a Kubernetes version\n',
+    });
+  });
+});
