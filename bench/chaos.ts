@@ -1,4 +1,4 @@
-// Chaos run (issue 31; not a test: `make test` runs its short version,
+// Chaos run (not a test: `make test` runs its short version,
 // test/integration/chaos.test.ts). In-place updates of N KWOK nodes with
 // maxConcurrentMachineUpdates, played by CAPI over HTTPS in waves of newer desired
 // specs, while a seeded schedule injects faults: SIGKILL of a worker, an api or the

@@ -1,5 +1,5 @@
 // Fleet benchmark (not a test): the hooks CAPI calls for a management cluster
-// with N clusters upgrading, against the real processes (issue 15, item 7).
+// with N clusters upgrading, against the real processes.
 //
 //   source scripts/env.sh && node --disable-warning=ExperimentalWarning bench/fleet.ts \
 //     [--clusters 500] [--rate 100] [--duration 20] [--new-gates 1000] [--concurrency 64]
@@ -15,7 +15,7 @@
 // grows with the fleet; then new upgrades/s and new gates/s (classes 4b, 4c). Its upgrades are
 // started with the Temporal client (--seed client: a hook call per cluster is too slow to seed
 // 10,000); every poll measured still goes over HTTPS through the api, as CAPI's.
-// --profile waiting (issue 42 item 4): N upgrades (--clusters, default 1,000) waiting for a
+// --profile waiting: N upgrades (--clusters, default 1,000) waiting for a
 // maintenance window that opens 3 hours after the start, driven as CAPI drives them: each
 // cluster calls BeforeClusterUpgrade, then again once the answer's retryAfterSeconds has passed
 // (CAPI's hook cache), for --duration (default 150 s) after one warm-up call each. It prints the

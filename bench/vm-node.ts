@@ -1,6 +1,6 @@
 // A TCG virtual machine as a kubeadm node (not a test): what the real-node tier's node
-// host would cost if its nodes were virtual machines instead of containers (issue 39
-// asked for both to be measured before choosing).
+// host would cost if its nodes were virtual machines instead of containers: the node host
+// was chosen by measuring both.
 //
 //   make bench-vm-node [BENCH_ARGS='--cpus 2 --memory 4096 --no-wait']
 //

@@ -1,7 +1,7 @@
 // Where the fleet benchmark's CPU and memory go: per class, CPU per request of
 // each process and kind of thread; at the end, each process's resident memory
 // split into code, V8 heap, external and the rest. This is the profile behind
-// issue 15's figures (docs/performance.md).
+// the fleet figures (docs/performance.md).
 import { availableParallelism } from 'node:os';
 import { table } from './report.ts';
 import { residentBreakdownOf } from './proc.ts';

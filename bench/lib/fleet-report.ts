@@ -1,6 +1,6 @@
 // What bench/fleet.ts measures around each hook class (CPU of each process,
-// Temporal frontend calls) and how it prints the figures next to issue 15's
-// targets.
+// Temporal frontend calls) and how it prints the figures next to the fleet's
+// targets (docs/performance.md).
 import { execFileSync } from 'node:child_process';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { readFileSync } from 'node:fs';
@@ -17,7 +17,7 @@ export interface Figures {
   p99: number;
   perSecond: number;
 }
-/** The issue's target for a class: its text and whether the figures meet it. */
+/** A class's target: its text and whether the figures meet it. */
 export type Target = (f: Figures) => { text: string; met: boolean };
 
 export const targets = {
