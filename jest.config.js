@@ -1,8 +1,10 @@
 // Seven tiers, one jest project each. Services a tier needs (Temporal dev
 // server, prebuilt workflow bundle, Kubernetes test bed, Cluster API's
 // managers with the extension as `make dev` runs it) are started once per run
-// by test/support/global-setup.ts, only for the tiers selected.
-const tsJest = ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }];
+// by test/support/global-setup.ts, only for the tiers selected. TypeScript is
+// run with its types stripped by Node (test/support/strip-types.js), unchecked:
+// `npm run typecheck` is the one type check, and `make test` runs it first.
+const stripTypes = '<rootDir>/test/support/strip-types.js';
 
 /** @param {string} name */
 function project(name) {
@@ -12,7 +14,7 @@ function project(name) {
     roots: [`<rootDir>/test/${name}`],
     testMatch: ['**/*.test.ts'],
     extensionsToTreatAsEsm: ['.ts'],
-    transform: { '^.+\\.ts$': tsJest },
+    transform: { '^.+\\.ts$': stripTypes },
     setupFilesAfterEnv: ['<rootDir>/test/support/jest-timeout.ts'],
   };
 }
