@@ -35,8 +35,9 @@ die() { printf '[capi] error: %s\n' "$*" >&2; exit 1; }
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
 MANAGERS=(capi cabpk kcp capd)
-# Feature gates per manager (issue 12): topology + Runtime SDK on core, in-place
-# updates on core, KCP and CABPK.
+# Feature gates per manager: topology + Runtime SDK on core (ClusterClass
+# topology is what calls the lifecycle hooks), in-place updates on core, KCP
+# and CABPK (the in-place update hooks).
 declare -A GATES=(
   [capi]="ClusterTopology=true,RuntimeSDK=true,InPlaceUpdates=true"
   [cabpk]="InPlaceUpdates=true"

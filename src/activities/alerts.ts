@@ -1,4 +1,4 @@
-// The alert gate's side effects (issue 30 items 1 and 2): read Prometheus's `GET /api/v1/alerts`
+// The alert gate's side effects: read Prometheus's `GET /api/v1/alerts`
 // and keep one Alertmanager silence per upgrade step (`/api/v2/silences`). Hostile input is
 // bounded: the URL was checked by the policy (http(s), no credentials), every request has a
 // timeout and its answer is read as a stream up to a cap, and the alert filter runs in a worker

@@ -1,4 +1,4 @@
-// Node pacing from the activities' side (issue 30 item 5): the pods on a node
+// Node pacing from the activities' side: the pods on a node
 // that hold its in-place update (blockingPodSelector), read from the workload
 // cluster, and the Cluster's pacing annotations, which the preflight returns so
 // that they win over the ExtensionConfig settings for that cluster.

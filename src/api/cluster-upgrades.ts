@@ -119,7 +119,7 @@ function answer(gate: Gate, wait?: { call: HookCall; capSeconds: number }): Retr
 /**
  * The gate as CAPI is told it. BeforeClusterUpgrade is the first step, so it is never queued behind
  * another: until the workflow's first task replaced the gate it recorded, it says what the upgrade
- * will wait for first (issue 40: it said "queued behind the steps before it").
+ * will wait for first ("queued behind the steps before it" would be wrong: there are none).
  */
 function shown(gate: Gate, call: HookCall): Gate {
   return call.hook === 'BeforeClusterUpgrade' && gate.state === 'Waiting' && gate.message === queuedGate(call).message

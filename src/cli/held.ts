@@ -1,5 +1,5 @@
-// What holds an upgrade, one line per gate kind (issue 30's Done-when: the CLI's
-// `status` shows the gate that holds): the maintenance calendar (window or
+// What holds an upgrade, one line per gate kind (so that the CLI's `status`
+// says why an upgrade waits, not only that it does): the maintenance calendar (window or
 // freeze), the removed-API gate, the alert gate (and the step's silence), the machine updates' blocking pods and
 // post-update delay, CAPI's pacing annotations (fleet rollouts), and the
 // overrides that let a gate through. Pure: reads what operations.ts fetched.

@@ -1,4 +1,4 @@
-// The alert gate's pure rules (issue 30 items 1 and 2): which alerts hold an upgrade, what the
+// The alert gate's pure rules: which alerts hold an upgrade, what the
 // gate says (deterministic: sorted names, capped, no timestamps or values), the filter's safety
 // checks, and the Alertmanager silence's matchers and comment.
 import { ALERT_GATE_ID, ALERT_NAMES_KEPT, type AlertPolicy, type SilenceMatcher } from '../model/alerts.ts';

@@ -1,4 +1,4 @@
-// The alert gate's policy (issue 30 items 1 and 2): built-in default (off) ← ExtensionConfig
+// The alert gate's policy: built-in default (off) ← ExtensionConfig
 // setting ← Cluster annotation, like every policy. A bad value is an error naming the annotation
 // or setting and the value, never echoing a secret (a token is only ever named by its Secret).
 import { parseGoDuration } from './durations.ts';

@@ -1,4 +1,5 @@
-// The removed-API gate's pure half (issue 30 item 4): a streaming reader of the
+// The removed-API gate's pure half (an upgrade to a version that removed an API
+// its clients still call breaks them): a streaming reader of the
 // Prometheus text format that keeps only kube-apiserver's
 // `apiserver_requested_deprecated_apis` samples, and the verdict over an
 // upgrade's chain of versions. The workload API server is not trusted: every

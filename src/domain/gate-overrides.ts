@@ -1,4 +1,4 @@
-// Per-cluster gate overrides with a recorded reason (issue 30): the Cluster
+// Per-cluster gate overrides with a recorded reason: the Cluster
 // annotations `upgrades.capi-orchestrator.io/override-gates` (gate ids, comma
 // separated) and `.../override-reason` (why, recorded in the status, an Event and
 // the log). Annotations only: an override is a decision about one cluster,

@@ -1,4 +1,4 @@
-// Node pacing of in-place updates (issue 30 item 5), as kured's
+// Node pacing of in-place updates, as kured's
 // --blocking-pod-selector and system-upgrade-controller's postCompleteDelay:
 // a node's update holds before its cordon while pods matching a label selector
 // run on it (up to a timeout, then the update fails with the node untouched),

@@ -1,5 +1,6 @@
-// The alert gate and Alertmanager silences of a cluster upgrade (issue 30 items 1 and 2): plain
-// JSON types shared by the api (policy), the workflow (status) and the activities.
+// The alert gate (no step starts while the cluster's alerts fire) and the Alertmanager silences (the
+// upgrade's own disruption pages no one) of a cluster upgrade: plain JSON types shared by the api
+// (policy), the workflow (status) and the activities.
 
 /** The gate's id: what its messages name, and what a per-cluster gate override names. */
 export const ALERT_GATE_ID = 'alerts';

@@ -1,5 +1,5 @@
-// What must hold when a chaos run has converged, each a named check that fails the run
-// (issue 31 item 2). Each returns the broken cases as plain lines (empty = holds).
+// What must hold when a chaos run has converged, each a named check that fails the run.
+// Each returns the broken cases as plain lines (empty = holds).
 import { BatchV1Api, CustomObjectsApi, type V1Node } from '@kubernetes/client-node';
 import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import proto from '@temporalio/proto';
@@ -16,7 +16,7 @@ import type { HookAnswer } from './capi-player.ts';
 const EventType = proto.temporal.api.enums.v1.EventType;
 const UNHANDLED_COMMAND =
   proto.temporal.api.enums.v1.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND;
-/** How stale a hook answer may be against the run's own record (issue 31: "true to the state within 10 s"). */
+/** How stale a hook answer may be against the run's own record: CAPI acts on it, so it must hold within 10 s. */
 export const ANSWER_TRUTH_MS = 10_000;
 export const MAX_HISTORY_EVENTS = 2_000;
 

@@ -1,4 +1,4 @@
-// A chaos run (issue 31): in-place updates of N KWOK nodes with maxConcurrentMachineUpdates,
+// A chaos run: in-place updates of N KWOK nodes with maxConcurrentMachineUpdates,
 // played by CAPI over HTTPS (capi-player.ts) in waves of newer desired specs while a seeded
 // schedule (schedule.ts) throws faults at the processes and the cluster (faults.ts); then,
 // once the last fault is over and every machine is done, the invariants (invariants.ts).

@@ -1,4 +1,4 @@
-// Issue 26 item 4, the api half: whatever arrives, the process started as the
+// Bounded input, the api half: whatever arrives, the process started as the
 // image starts it (NODE_OPTIONS caps V8's old space at 256 MiB) stays up,
 // stays under the api container's memory limit and keeps answering CAPI.
 // The costliest body the server parses is one at the limit holding as many JSON
@@ -141,7 +141,7 @@ describe('bounded memory for any request body (api, image NODE_OPTIONS)', () => 
   });
   afterAll(() => proc.kill());
 
-  it('refuses three concurrent 10 MiB bodies to discovery with 413 and stays up (issue 26 row 4)', async () => {
+  it('refuses three concurrent 10 MiB bodies to discovery with 413 and stays up', async () => {
     const body = denseBody(discovery, 10 * MiB);
     const answers = await Promise.all([1, 2, 3].map(() => send(DISCOVERY_PATH, body)));
     expect(answers.map((a) => a.statusCode)).toEqual([413, 413, 413]);

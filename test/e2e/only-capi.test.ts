@@ -1,4 +1,4 @@
-// Issue 26, row 1: `curl` without a client certificate got UpdateMachine to
+// Only CAPI calls the hooks: `curl` without a client certificate once got UpdateMachine to
 // cordon a node. Here the real process (`node src/main.ts`, the api role) runs
 // with the hook server settings config/default gives it (config/manager/api.yaml:
 // TLS_CLIENT_CA_FILE, HOOK_CLIENT_ALLOWED_SUBJECTS), the client CA from the test PKI.

@@ -1,4 +1,4 @@
-// Node pacing against the test bed (issue 30 item 5): the blockingPods activity
+// Node pacing against the test bed: the blockingPods activity
 // lists the pods on one node (field selector spec.nodeName, not Succeeded or
 // Failed) that match the blocking pod selector, through the real API server's
 // label selector; the preflight returns the Cluster's pacing annotations (they

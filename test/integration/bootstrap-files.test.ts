@@ -1,4 +1,4 @@
-// Bootstrap files are bounded before and while they are decoded (issue 26 row 5):
+// Bootstrap files are bounded before and while they are decoded:
 // a KubeadmConfig file `contentFrom` a Secret holding 0.9 MB of gzip+base64 that
 // inflates to 700 MB used to be inflated whole (RSS 507 MiB → 1.9 GiB, then a
 // retried "Cannot create a string longer than 0x1fffffe8 characters"). The

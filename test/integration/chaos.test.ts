@@ -1,4 +1,4 @@
-// The short version of `make chaos` (bench/chaos.ts, issue 31): the same code with a
+// The short version of `make chaos` (bench/chaos.ts): the same code with a
 // fixed seed, ~10 faults over a few minutes, on a test bed, Temporal dev server, apis
 // and workers of its own (it SIGKILLs and SIGSTOPs them: the tier's shared ones must
 // not be). Every invariant must hold; a broken one prints its cases.

@@ -1,4 +1,4 @@
-// Issue 30 item 6: a fleet rollout respects Cluster API's own pacing annotations. A Cluster whose
+// A fleet rollout respects Cluster API's own pacing annotations. A Cluster whose
 // worker topology carries topology.cluster.x-k8s.io/defer-upgrade (or hold-upgrade-sequence) would
 // have its control plane moved by CAPI but its upgrade never completed (CAPI calls no
 // AfterWorkersUpgrade/AfterClusterUpgrade while a worker is deferred), so the rollout leaves its

@@ -1,11 +1,12 @@
 // Every hook call that would start or signal a workflow is checked against the
-// management cluster first (issue 26, item 2). Real parts throughout: HTTPS
+// management cluster first (a caller with a certificate still cannot start work
+// for a Cluster or Machine that is not there or not in that state). Real parts throughout: HTTPS
 // hook calls shaped like CAPI's, the real Temporal dev server (what was started
 // or signalled is read from it), the test bed's API server holding the Cluster
 // and Machine objects, read with the api's own ServiceAccount (config/rbac).
 //
-// Row 2 of issue 26: BeforeClusterDelete for a Cluster that is not being
-// deleted aborted a held upgrade for good; now it is refused, and the same call
+// BeforeClusterDelete for a Cluster that is not being deleted used to abort
+// a held upgrade for good; now it is refused, and the same call
 // once the Cluster has a deletionTimestamp aborts it as before.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
@@ -259,7 +260,7 @@ describe('request checks against the management cluster', () => {
     await mg.core.deleteNamespace({ name: ns }).catch(() => undefined);
   });
 
-  describe('BeforeClusterDelete (row 2)', () => {
+  describe('BeforeClusterDelete', () => {
     it('refuses a Cluster that is not being deleted and leaves its held upgrade alone; once it is, aborts it as before', async () => {
       const name = 'held';
       const { uid, workflowId, waiting } = await startHeldUpgrade(name, { keep: true });

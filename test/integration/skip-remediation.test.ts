@@ -1,5 +1,6 @@
-// skip-remediation on the Machine while its node updates in place (issue 27
-// item 3), against the test bed's real API server, as the worker's identity:
+// skip-remediation on the Machine while its node updates in place (so that a
+// MachineHealthCheck does not replace a Machine for the update's downtime),
+// against the test bed's real API server, as the worker's identity:
 // set with our marker, idempotent, removed only when the marker says we set it
 // (a person's skip-remediation stays), safe against concurrent writers, and
 // nothing for a Machine that is gone.

@@ -1,4 +1,5 @@
-// Proof that the test bed is real (issue 3): PodDisruptionBudgets enforced by
+// Proof that the test bed is real (the integration tier trusts it to behave as a
+// cluster does): PodDisruptionBudgets enforced by
 // the API server's eviction endpoint and the disruption controller, evicted pods
 // replaced by the ReplicaSet controller and placed by the scheduler, KWOK node
 // state visible through the activities' client code, and the workload cluster

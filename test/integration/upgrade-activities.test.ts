@@ -513,7 +513,7 @@ describe('failure messages (withStableFailures)', () => {
   });
 
   it('a kubeconfig is data, never code: an exec plugin is refused naming the field, and never runs', async () => {
-    // Issue 26 row 3: this command used to run inside the worker within 2 s of BeforeClusterUpgrade.
+    // This command used to run inside the worker within 2 s of BeforeClusterUpgrade.
     const dir = mkdtempSync(join(tmpdir(), 'kubeconfig-exec-'));
     const marker = join(dir, 'ran');
     try {

@@ -1,4 +1,4 @@
-// The alert gate's policy and pure rules (issue 30 items 1 and 2): settings and annotations,
+// The alert gate's policy and pure rules: settings and annotations,
 // refusals naming them, the filter's safety checks, which alerts hold and what the gate says.
 import { describe, expect, it } from '@jest/globals';
 import {

@@ -1,4 +1,4 @@
-// Maintenance calendars (issue 30 item 3): windows in an IANA zone, several, freezes; the
+// Maintenance calendars: windows in an IANA zone, several, freezes; the
 // arithmetic across DST changes (Europe/Berlin, America/New_York) and properties of it.
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';

@@ -1,8 +1,7 @@
 // The documentation lives in the repository and a user who clones it has all of it:
 // every link in README.md and docs/ resolves to a file here (and to a heading of that
 // page when it names one), no link leaves the repository, every file a page names in
-// code exists, every docs/ page is found from the README, and the README stays short
-// (issue 29 item 5).
+// code exists, every docs/ page is found from the README, and the README stays short.
 import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { describe, expect, it } from '@jest/globals';

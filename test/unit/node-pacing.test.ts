@@ -1,4 +1,4 @@
-// Node pacing policy (issue 30 item 5): the blocking pod selector, its timeout
+// Node pacing policy: the blocking pod selector, its timeout
 // and the delay after each node, from ExtensionConfig settings and from a
 // Cluster's annotations; a bad value is refused naming the setting or the
 // annotation (CAPI gets that message as the hook's Failure).

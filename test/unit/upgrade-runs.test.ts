@@ -1,5 +1,5 @@
 // A read of an upgrade that outlives the hook's deadline (or its abort) is the backend being
-// unavailable, never an internal error: issue 31's temporal-outage answer under CPU stress was
+// unavailable, never an internal error: in a chaos run's Temporal outage under CPU stress the answer was
 // "internal error in the BeforeClusterUpgrade handler" when this timer fired before Date.now()
 // reached the deadline (libuv's timers run on the loop's cached clock, late loops fire early).
 import { describe, expect, it } from '@jest/globals';

@@ -1,6 +1,6 @@
-// What the api tells CAPI about a gate that waits for a time it knows (issue 42 item 3): the time
-// left up to the cap, only when the gate's message says exactly that wait under the call's policy;
-// and what a new upgrade's first answer says before its workflow ran (issue 40).
+// What the api tells CAPI about a gate that waits for a time it knows (so that CAPI polls a long wait
+// rarely): the time left up to the cap, only when the gate's message says exactly that wait under the
+// call's policy; and what a new upgrade's first answer says before its workflow ran.
 import { describe, expect, it } from '@jest/globals';
 import { PolicyError } from '../../src/domain/policy-keys.ts';
 import { DEFAULT_UPGRADE_POLICY } from '../../src/domain/upgrade-policy.ts';

@@ -234,7 +234,7 @@ describe('UpgradeViews', () => {
     views.close();
   });
   // process Listed every running upgrade. Counted here in rows and Temporal calls, not in time.
-  // Issue 28 item 2: with 3,000 waiting upgrades every poll cost 3.7x what it did at 500, because each
+  // With 3,000 waiting upgrades every poll cost 3.7x what it did at 500, because each
   // process Listed every running upgrade. Counted here in rows and Temporal calls, not in time.
   it('reads only the upgrades being polled: rows and calls per poll do not grow with the running upgrades', async () => {
     const perPoll = async (runningUpgrades: number) => {
@@ -261,8 +261,9 @@ describe('UpgradeViews', () => {
     expect(large.calls).toBe(small.calls);
   });
 
-  // Issue 42 item 3: a waiting poll never waits on Temporal. What is kept answers it however old,
-  // and the read goes out behind the answer; only a failed read makes the next poll read first.
+  // A waiting poll never waits on Temporal (a slow Temporal must not make a fleet's polls slow). What
+  // is kept answers it however old, and the read goes out behind the answer; only a failed read makes
+  // the next poll read first.
   it('gives what is kept however old, and reads it again behind the answer', async () => {
     const b = backend();
     b.state.set('a', running('r1', { gate: 'waiting' }));

@@ -1,4 +1,4 @@
-// The alert gate and silences in the cluster upgrade (issue 30 items 1 and 2), through the real
+// The alert gate and silences in the cluster upgrade, through the real
 // hook server and real Temporal with the alert activities stubbed: the gate holds (not fails)
 // naming itself, in the status query, an Event and the CLI; it lets go when the alerts resolve
 // or the gate is taken off; an unreachable source holds, then fails at the hold timeout; a

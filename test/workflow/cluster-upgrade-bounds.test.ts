@@ -1,4 +1,4 @@
-// Issue 26 item 4: no input grows one upgrade's memo without bound. Every new
+// No input grows one upgrade's memo without bound. Every new
 // `hook@version` is a gate kept in the memo; past MAX_GATES_PER_UPGRADE the
 // workflow's update validator refuses the call (no history event) and the hook
 // answers a stable Failure instead of "queued" for ever.

@@ -1,4 +1,4 @@
-// Calendar gates of a cluster upgrade (issue 30 items 3 and 7), through the real hook server and
+// Calendar gates of a cluster upgrade, through the real hook server and
 // real Temporal: a window in a zone, a freeze naming its reason, and "delayed" before
 // commence-within fails. DST arithmetic is tested in test/unit/calendar.test.ts: the project runs
 // the Temporal dev server, which cannot skip time (TestWorkflowEnvironment's time-skipping server

@@ -459,7 +459,7 @@ describe('cluster upgrade on a bad day', () => {
       10_000,
     );
     expect(h.activities.calls).toMatchObject({ reserve: 1, release: 1 });
-    // Answers may be kept up to ~1.5 s (issue 15's bound is 2 s): the abort shows within that.
+    // Answers may be kept up to ~1.5 s (an answer is never more than 2 s stale): the abort shows within that.
     const aborted = await waitFor(
       () => h.call('BeforeWorkersUpgrade', bcpu(FROM, TARGET), { annotations }),
       (a) => a.status === 'Failure',

@@ -1,4 +1,4 @@
-// The removed-API gate (issue 30 item 4) and per-cluster gate overrides with a
+// The removed-API gate and per-cluster gate overrides with a
 // recorded reason, through the real hook server and real Temporal (activities
 // stubbed; the activity itself runs against the real kube-apiserver in
 // test/integration/deprecated-apis.test.ts). What CAPI sees in each case is the

@@ -1,5 +1,5 @@
-// Waiting that costs almost nothing (issue 42 item 3) and a first answer that says what it waits
-// for (issue 40), through the real hook server and real Temporal:
+// Waiting that costs almost nothing (a fleet waits for its windows most of the time) and a first
+// answer that says what it waits for, through the real hook server and real Temporal:
 // - a gate waiting for a time it knows (upgradeAt, a window's opening) answers retryAfterSeconds =
 //   the time left, capped (default 60 s, setting waitRetryAfterMax); other waits keep 10 s; the
 //   message stays the gate's (no countdown);

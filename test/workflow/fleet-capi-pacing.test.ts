@@ -1,4 +1,4 @@
-// Issue 30 item 6 in the fleet rollout workflow (real dev server, fake fleet): a cluster CAPI's
+// CAPI's pacing annotations in the fleet rollout workflow (real dev server, fake fleet): a cluster CAPI's
 // pacing annotations defer is neither started, failed nor late; it is started once they go.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Client } from '@temporalio/client';

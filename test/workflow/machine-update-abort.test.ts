@@ -1,4 +1,5 @@
-// An abort never returns a half-upgraded node to service (issue 26 item 5): once
+// An abort never returns a half-upgraded node to service (it may be between
+// versions): once
 // the executor started, an abort by signal, by a newer desired spec or by
 // BeforeClusterDelete stops it after keeping its last words and leaves the node
 // cordoned and marked InPlaceUpdateFailed, as a failure after the executor does;

@@ -1,4 +1,4 @@
-// Node pacing in the machine update (issue 30 item 5): a blocking pod selector
+// Node pacing in the machine update: a blocking pod selector
 // holds a node's update before its cordon while matching pods run on the node
 // (released when they are gone, a Failure naming the selector and the pods once
 // blockingPodTimeout passed), and postUpdateDelay keeps a finished update (its

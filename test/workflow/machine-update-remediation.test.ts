@@ -1,7 +1,7 @@
-// MachineHealthCheck and in-place updates (issue 27 item 3): the Machine carries
+// MachineHealthCheck and in-place updates: the Machine carries
 // cluster.x-k8s.io/skip-remediation from before the drain until the node is back
 // Ready and uncordoned, and loses it on every way out (success, failure, abort),
-// before CAPI is answered; the drain gets the skip selector (item 2), the
+// before CAPI is answered; the drain gets the skip selector, the
 // Cluster's annotation winning over the setting. Real dev server, real worker,
 // real UpdateMachine over HTTPS; activities stubbed.
 import { describe, expect, it } from '@jest/globals';

@@ -1,4 +1,4 @@
-// Worker Versioning on the real dev server (issue 28 item 3): build A runs a
+// Worker Versioning on the real dev server: build A runs a
 // cluster upgrade waiting for CAPI's next hook call (AUTO_UPGRADE) and a machine
 // update in its node upgrade (PINNED); build B starts and is made current the
 // way the post-rollout Job does it. The machine update finishes on A, the

@@ -1,4 +1,4 @@
-// The alert gate and Alertmanager silences of a cluster upgrade (issue 30 items 1 and 2). Before
+// The alert gate and Alertmanager silences of a cluster upgrade. Before
 // each step and after each step's health check the gate holds (not fails) while matching alerts
 // fire or Prometheus cannot be read, re-checking on a timer, and fails the upgrade once it has
 // held one step for `alertHoldTimeout`. A silence covers each control-plane and workers step,

@@ -1,5 +1,5 @@
-// Issue 30's gates that look at the workload cluster before the control plane
-// moves, and per-cluster overrides: the removed-API gate (item 4) reads the
+// The gates that look at the workload cluster before the control plane
+// moves, and per-cluster overrides: the removed-API gate reads the
 // workload kube-apiserver's apiserver_requested_deprecated_apis and holds
 // (policy fail), warns or is off; an override (annotation override-gates with a
 // reason) lets a gate through and records it. Newer than running upgrades

@@ -1,4 +1,4 @@
-// The calendar gates of a cluster upgrade (issue 30 items 3 and 7): the
+// The calendar gates of a cluster upgrade: the
 // maintenance calendar (windows in a zone, several, freezes) that holds each
 // step's start, and "delayed" once the upgrade has not started `delayedAfter`
 // past `upgradeAt`. Both are newer than running upgrades (AUTO_UPGRADE): their

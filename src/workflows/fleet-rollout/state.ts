@@ -21,7 +21,10 @@ export const iso = (ms: number) => new Date(ms).toISOString();
 export const ROLLOUT_CONTINUE_AS_NEW_AT = 1_500;
 /** How often a cluster deferred by CAPI's pacing annotations is looked at again. */
 export const DEFERRAL_RECHECK_MS = 60_000;
-/** patched() marker of the handling of clusters CAPI's pacing annotations defer (issue 30 item 6). */
+/**
+ * patched() marker of the handling of clusters CAPI's pacing annotations defer: rollouts recorded before
+ * it replay without it.
+ */
 export const CAPI_PACING_PATCH = 'capi-pacing-deferral';
 
 /** What a run hands the next one when it continues as new. */
