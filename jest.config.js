@@ -5,6 +5,9 @@
 // run with its types stripped by Node (test/support/strip-types.js), unchecked:
 // `npm run typecheck` is the one type check, and `make test` runs it first.
 const stripTypes = '<rootDir>/test/support/strip-types.js';
+// Its default is /tmp/jest_<uid>: a run leaves nothing in /tmp. Each project
+// needs it: a project's haste map and transforms ignore the top-level one.
+const cacheDirectory = '<rootDir>/node_modules/.cache/jest';
 
 /** @param {string} name */
 function project(name) {
@@ -16,6 +19,7 @@ function project(name) {
     extensionsToTreatAsEsm: ['.ts'],
     transform: { '^.+\\.ts$': stripTypes },
     setupFilesAfterEnv: ['<rootDir>/test/support/jest-timeout.ts'],
+    cacheDirectory,
   };
 }
 
@@ -33,6 +37,5 @@ export default {
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   maxWorkers: 2,
-  // Its default is /tmp/jest_<uid>: a run leaves nothing in /tmp.
-  cacheDirectory: '<rootDir>/node_modules/.cache/jest',
+  cacheDirectory,
 };

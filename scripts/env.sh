@@ -18,6 +18,9 @@
 
 CAPI_UO_CACHE="${CAPI_UO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-upgrade-orchestrator}"
 export CAPI_UO_CACHE
+# npm and Node 24 keep compiled modules in $TMPDIR/node-compile-cache unless told otherwise:
+# in the tool cache, a run leaves nothing in /tmp.
+export NODE_COMPILE_CACHE="${NODE_COMPILE_CACHE:-$CAPI_UO_CACHE/node-compile-cache}"
 NODE_MAJOR=24
 TEMPORAL_CLI_VERSION=v1.5.1
 TCTL_VERSION=v1.18.4
