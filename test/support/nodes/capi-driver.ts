@@ -55,6 +55,7 @@ import {
   type ManagementApi,
 } from '../../../support/testbed-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../hook-server.ts';
+import { activityFailures } from './update-figures.ts';
 import type { Answer } from '../machine-update-workflow.ts';
 import { requireEnv } from '../services.ts';
 import { createTestWorker, testClient, uniqueTaskQueue } from '../temporal.ts';
@@ -488,6 +489,11 @@ export async function startCapiDriver(o: DriverOptions): Promise<CapiDriver> {
         const answer = await send(n, version, opts);
         answers.push(answer);
         if (answer.status === 'Failure') {
+          // The executor's last words (the failed Job's pod log) are in the run's history, not in the answer.
+          const failures = await activityFailures(client, await workflowId(node, version, opts), 'upgradeNode').catch(
+            (err: unknown) => [{ message: `history not readable: ${String(err)}`, details: [] }],
+          );
+          if (failures.length > 0) console.warn(`upgradeNode's failures: ${JSON.stringify(failures, null, 1)}`);
           if (retries <= 0 || !isRetriedFailure(answer)) return answers;
           retries--;
           // Said where the run's output shows it: a retried failure is a fact about the node, not noise.

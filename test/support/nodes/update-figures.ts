@@ -91,3 +91,27 @@ export async function activityResults(client: Client, workflowId: string, activi
   }
   return out;
 }
+
+/** The messages and decoded details of a run's failed activities of one type, in order (the Web UI's "failure"). */
+export async function activityFailures(
+  client: Client,
+  workflowId: string,
+  activityType: string,
+): Promise<{ message: string; details: unknown[] }[]> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const types = new Map<string, string>();
+  const out: { message: string; details: unknown[] }[] = [];
+  for (const e of history.events ?? []) {
+    const s = e.activityTaskScheduledEventAttributes;
+    if (s) types.set(String(e.eventId), s.activityType?.name ?? '');
+    const failed = e.activityTaskFailedEventAttributes;
+    if (failed && types.get(String(failed.scheduledEventId)) === activityType) {
+      const payloads = failed.failure?.applicationFailureInfo?.details?.payloads ?? [];
+      out.push({
+        message: failed.failure?.message ?? '',
+        details: payloads.map((p) => (p.data ? (JSON.parse(Buffer.from(p.data).toString('utf8')) as unknown) : null)),
+      });
+    }
+  }
+  return out;
+}
