@@ -41,6 +41,8 @@ function run(command: string, args: string[], cache: string) {
       PATH: `${oldNodeDir()}:${npmDir}:/usr/bin:/bin`,
       HOME: process.env.HOME,
       CAPI_UO_CACHE: cache,
+      // npm keeps compiled modules in /tmp unless told where: a run leaves nothing there.
+      NODE_COMPILE_CACHE: join(cache, 'node-compile-cache'),
     },
   });
 }
