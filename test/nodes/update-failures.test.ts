@@ -68,6 +68,16 @@ async function jobLog(kubectl: (args: string) => Promise<string>): Promise<strin
   );
 }
 
+/** What the node's kubelet said about the upgrade Job's pods: why a pod failed before its script ran. */
+async function kubeletJournal(node: { sh: (cmd: string) => Promise<string> }): Promise<string> {
+  const lines = await node
+    .sh(
+      "journalctl -u kubelet -u containerd --no-pager -o short-precise | grep -iE 'admission|reject|evict|outof|killing|containerdied|exit code|failed to|SyncLoop (ADD|DELETE|REMOVE)' | tail -n 120",
+    )
+    .catch((err: unknown) => `journal not readable: ${String(err)}`);
+  return `the control plane's kubelet and containerd on the upgrade Job's pods:\n${lines}`;
+}
+
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 5 * MINUTE): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -227,10 +237,10 @@ describe('(e) a worker reboot while its Job runs', () => {
     ]);
     const watch = observeWorkload(s.cluster.kubeconfig);
     try {
+      const cpAnswers = await s.driver.updateMachine(CP, to, { retriedFailures: 2 });
+      if (cpAnswers.at(-1)?.status !== 'Success') console.warn(await kubeletJournal(s.cluster.nodes[CP]!));
       // objectContaining: a failed answer is printed whole, with its message (toMatchObject shows only the keys).
-      expect((await s.driver.updateMachine(CP, to, { retriedFailures: 2 })).at(-1)).toEqual(
-        expect.objectContaining({ status: 'Success', retryAfterSeconds: 0 }),
-      );
+      expect(cpAnswers.at(-1)).toEqual(expect.objectContaining({ status: 'Success', retryAfterSeconds: 0 }));
       const updating = s.driver.updateMachine(WORKER, to);
       await waitFor("the worker's Job to run its script", async () =>
         /mode=node/.test(await jobLog(s.kubectl)) ? true : undefined,

@@ -21,7 +21,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { failedScriptLine } from '../../src/activities/executors/job.ts';
+import { failedScriptLine } from '../../src/activities/executors/job-pods.ts';
 
 const SCRIPT = new URL('../../src/activities/executors/upgrade-node.sh', import.meta.url).pathname;
 const VERSION = 'v1.34.2';

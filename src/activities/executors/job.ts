@@ -4,7 +4,7 @@
 // finds it); its completion is read by the caller (a polling activity or the
 // async-completion watch).
 import { readFileSync } from 'node:fs';
-import { ApiException, BatchV1Api, CoreV1Api, type KubeConfig, type V1Job, type V1Node } from '@kubernetes/client-node';
+import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Job, type V1Node } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import {
   BINARY_VOLUME_MOUNT,
@@ -28,6 +28,7 @@ import {
 import { ensureFilesSecret, filesSecretName, type ResolvedNodeUpgrade } from './bootstrap-files.ts';
 import { binaryVolumeSource, jobBinarySource, pinnedBinaryDigests } from './node-binaries.ts';
 import { readNodeOrFail } from '../node.ts';
+import { failedScriptLine, lastFailedPodLog, UPGRADE_CONTAINER } from './job-pods.ts';
 import { kubeletMatches } from '../../domain/cluster-health.ts';
 
 /** Configuration of the `job` executor (docs/node-upgrade-job.md). */
@@ -50,6 +51,8 @@ export interface JobExecutorConfig {
   backoffLimit?: number;
 }
 
+/** The failure message with the script's error line (CAPI cuts error bodies at 512 characters). */
+const MAX_JOB_FAILURE_MESSAGE = 400;
 /** The Job executor gives up this long after the Job's own deadline should have ended it. */
 const JOB_DEADLINE_SLACK_MS = 30_000;
 const CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane';
@@ -64,7 +67,6 @@ export const DEFAULT_JOB_SCRIPT = readFileSync(new URL('./upgrade-node.sh', impo
 
 /** Where the Job mounts the host's root filesystem and the bootstrap files Secret. */
 const HOST_ROOT = '/host';
-const UPGRADE_CONTAINER = 'upgrade';
 const FILES_DIR = '/files';
 
 export interface UpgradeJobParams {
@@ -239,7 +241,7 @@ export function jobExecution(
       if (failed) {
         // The pods go with the Job at cleanup: their log is read now or never.
         const log = await lastFailedPodLog(apiClient(kc, CoreV1Api), namespace, name);
-        const why = failedScriptLine(log.lines);
+        const why = failedScriptLine(log.lines) ?? (log.podFailure ? `its last pod: ${log.podFailure}` : undefined);
         throw ApplicationFailure.create({
           message: truncate(
             `${where} failed: ${failed.reason ?? 'Failed'}${failed.message ? `: ${failed.message}` : ''}` +
@@ -262,69 +264,6 @@ export function jobExecution(
       return { done: false, observed };
     },
   };
-}
-
-/** The last lines of the failed upgrade pod's log: failure details (Temporal Web UI, `temporal workflow show`). */
-export interface UpgradeJobLog {
-  pod?: string;
-  /** At most {@link LOG_TAIL_LINES} lines, {@link LOG_TAIL_BYTES} bytes. */
-  lines: string[];
-  /** Why there are no lines (no pod left, the kubelet could not be reached). */
-  unavailable?: string;
-}
-
-const LOG_TAIL_LINES = 30;
-const LOG_TAIL_BYTES = 8 * 1024;
-/** The failure message with the script's error line (CAPI cuts error bodies at 512 characters). */
-const MAX_JOB_FAILURE_MESSAGE = 400;
-const JOB_NAME_LABEL = 'batch.kubernetes.io/job-name';
-
-/**
- * Reads the tail of the log of the Job's newest failed pod (`anyPhase`: its newest pod, as an abort
- * stops it); never throws (the failure or the abort matters more).
- */
-export async function lastFailedPodLog(
-  core: CoreV1Api,
-  namespace: string,
-  jobName: string,
-  anyPhase = false,
-): Promise<UpgradeJobLog> {
-  try {
-    const pods = (
-      await core.listNamespacedPod({ namespace, labelSelector: `${JOB_NAME_LABEL}=${jobName}`, limit: 100 })
-    ).items;
-    const failed = pods
-      .filter((p) => anyPhase || p.status?.phase === 'Failed')
-      .sort((a, b) => timeOf(b.metadata?.creationTimestamp) - timeOf(a.metadata?.creationTimestamp));
-    const pod = failed[0]?.metadata?.name;
-    if (!pod) return { lines: [], unavailable: anyPhase ? 'no pod left' : 'no failed pod left' };
-    const text = await core.readNamespacedPodLog({
-      name: pod,
-      namespace,
-      container: UPGRADE_CONTAINER,
-      tailLines: LOG_TAIL_LINES,
-      limitBytes: LOG_TAIL_BYTES,
-    });
-    return { pod, lines: text.split('\n').filter((l) => l.trim() !== '') };
-  } catch (err) {
-    const status = err instanceof ApiException ? `HTTP ${err.code}` : err instanceof Error ? err.name : 'error';
-    return { lines: [], unavailable: `log not readable: ${status}` };
-  }
-}
-
-const SCRIPT_LINE = '[node-upgrade] ';
-
-/**
- * upgrade-node.sh's own error line (`[node-upgrade] error: ...`), else its last own line: only
- * the script's lines reach CAPI (they name inputs, never contents), not what kubeadm printed.
- */
-export function failedScriptLine(lines: string[]): string | undefined {
-  const own = lines.filter((l) => l.startsWith(SCRIPT_LINE));
-  return (own.findLast((l) => l.startsWith(`${SCRIPT_LINE}error:`)) ?? own.at(-1))?.trim();
-}
-
-function timeOf(t: Date | string | undefined): number {
-  return t === undefined ? 0 : new Date(t).getTime();
 }
 
 /**

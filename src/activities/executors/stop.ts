@@ -7,7 +7,8 @@
 import { BatchV1Api, CoreV1Api, type KubeConfig, type V1JobStatus } from '@kubernetes/client-node';
 import { apiClient, isNotFound } from '../kube.ts';
 import type { ExecutorKind, NodeUpgradeStopped } from '../machine-update-types.ts';
-import { deleteUpgradeJob, lastFailedPodLog } from './job.ts';
+import { deleteUpgradeJob } from './job.ts';
+import { lastFailedPodLog } from './job-pods.ts';
 import { stopRequest } from './node-upgrade-request.ts';
 
 /**
