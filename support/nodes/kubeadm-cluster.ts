@@ -212,15 +212,32 @@ function joinConfig(spec: ClusterNodeSpec, ip: string, endpoint: string, token: 
 }
 
 /**
- * In a container, cgroupfs (see node-files.ts) and failCgroupV1: false, which a kubelet
- * ≥ 1.35 needs to run on this host's cgroup v1 at all; a virtual machine's cgroup v2 takes
- * the defaults (systemd's driver).
+ * A container node's file system is the host's: the kubelet's default eviction thresholds
+ * (imagefs 15 % free, nodefs 10 %) would measure the whole host disk, and a host a little
+ * fuller than that (a fresh clone's caches) puts every node under DiskPressure, whose kubelet
+ * then rejects the upgrade Job's pods ("Evicted"). Absolute sizes measure what a node needs.
+ * Every signal is named: the ones left out of evictionHard would be 0.
+ */
+const CONTAINER_EVICTION_HARD = {
+  'memory.available': '100Mi',
+  'nodefs.available': '1Gi',
+  'imagefs.available': '1Gi',
+  'nodefs.inodesFree': '5%',
+  'imagefs.inodesFree': '5%',
+};
+
+/**
+ * In a container, cgroupfs (see node-files.ts), failCgroupV1: false, which a kubelet ≥ 1.35
+ * needs to run on this host's cgroup v1 at all, and eviction thresholds in absolute sizes; a
+ * virtual machine (its own disk, cgroup v2) takes the defaults (systemd's driver).
  */
 function kubeletConfig(host: NodeHost) {
   return {
     apiVersion: 'kubelet.config.k8s.io/v1beta1',
     kind: 'KubeletConfiguration',
-    ...(host === 'container' ? { cgroupDriver: 'cgroupfs', failCgroupV1: false } : { cgroupDriver: 'systemd' }),
+    ...(host === 'container'
+      ? { cgroupDriver: 'cgroupfs', failCgroupV1: false, evictionHard: CONTAINER_EVICTION_HARD }
+      : { cgroupDriver: 'systemd' }),
     failSwapOn: false,
   };
 }

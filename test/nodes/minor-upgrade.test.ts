@@ -157,6 +157,10 @@ describe('(a) a minor upgrade in place, v1.36.1 to v1.37.2, control plane then w
       expect(await sh(node, 'kubelet --version')).toContain(`Kubernetes ${to}`);
       expect((await sh(node, 'kubeadm version -o short')).trim()).toBe(to);
       expect(await sh(node, 'systemctl is-active kubelet')).toContain('active');
+      // kubeadm wrote the kubelet's configuration again from the cluster's: the tier's own thresholds stay.
+      expect(await sh(node, "grep -A5 '^evictionHard:' /var/lib/kubelet/config.yaml")).toContain(
+        'imagefs.available: 1Gi',
+      );
     }
     const kubelets = await kubectl(
       `get nodes -o jsonpath='{range .items[*]}{.metadata.name}={.status.nodeInfo.kubeletVersion} {end}'`,
