@@ -15,6 +15,8 @@ export const MACHINE_UPDATE_FAILURES = {
   nodeNotFound: 'NodeNotFound',
   nodeBeingDeleted: 'NodeBeingDeleted',
   nodeNotReady: 'NodeNotReady',
+  /** DiskPressure or PIDPressure: its kubelet rejects new pods. */
+  nodeUnderPressure: 'NodeUnderPressure',
   /** Its MachineDeployment or control plane has as many machines out as maxUnavailable allows. */
   maxUnavailableReached: 'MaxUnavailableReached',
   drainBlocked: 'DrainBlocked',

@@ -16,6 +16,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { parseSkipPodSelector } from '../domain/drain.ts';
 import { parseGoDuration } from '../domain/durations.ts';
+import { rejectingPressure } from '../domain/node-pressure.ts';
 import { policyKeys, valueOverLimit } from '../domain/policy-keys.ts';
 import { apiClient, isNotFound, retryOnConflict } from './kube.ts';
 import {
@@ -99,6 +100,13 @@ export function createNodeActivities(
         throw ApplicationFailure.retryable(
           `node ${nodeName} of ${who} is not Ready (${describeReady(node)})`,
           MACHINE_UPDATE_FAILURES.nodeNotReady,
+        );
+      }
+      const pressure = rejectingPressure(node);
+      if (pressure.length > 0) {
+        throw ApplicationFailure.retryable(
+          `node ${nodeName} of ${who} reports ${pressure.join(' and ')}: its kubelet rejects new pods (free the node's disk or processes)`,
+          MACHINE_UPDATE_FAILURES.nodeUnderPressure,
         );
       }
       const blocked = await unavailableBudgetExceeded(custom, kc, machine.namespace, clusterName, obj);

@@ -48,6 +48,7 @@ import {
   mergePatch,
   mirrorPod,
   podDisruptionBudget,
+  strategicPatch,
   podWithEmptyDir,
   setKubeletVersion,
   setNodeReady,
@@ -261,6 +262,31 @@ describe('preflight', () => {
     } finally {
       await setNodeReady(wl, p, true);
     }
+  });
+
+  it('waits, before any cordon, while the node reports DiskPressure (its kubelet would reject the upgrade pod)', async () => {
+    const pressure = (status: 'True' | 'False') =>
+      wl.core.patchNodeStatus(
+        {
+          name: p,
+          body: { status: { conditions: [{ type: 'DiskPressure', status, reason: 'KubeletHasDiskPressure' }] } },
+        },
+        strategicPatch,
+      );
+    await pressure('True');
+    try {
+      await expect(activities.preflight({ machine: { namespace: g, name: 'm-ready' } })).rejects.toMatchObject({
+        nonRetryable: false,
+        type: 'NodeUnderPressure',
+        message: `node ${p} of Machine ${g}/m-ready reports DiskPressure: its kubelet rejects new pods (free the node's disk or processes)`,
+      });
+      expect((await wl.core.readNode({ name: p })).spec?.unschedulable).toBeFalsy();
+    } finally {
+      await pressure('False');
+    }
+    await expect(activities.preflight({ machine: { namespace: g, name: 'm-ready' } })).resolves.toMatchObject({
+      nodeName: p,
+    });
   });
 });
 

@@ -587,6 +587,25 @@ describe('machine update workflow through UpdateMachine', () => {
     expect(activities.calls.setNodeUpdateFailed).toBeUndefined();
   });
 
+  it('waits like NotReady while the node reports DiskPressure, then fails past preflightTimeout without a cordon', async () => {
+    const activities = stubs();
+    const pressure = `node worker-0 of Machine fleet-a/x reports DiskPressure: its kubelet rejects new pods (free the node's disk or processes)`;
+    activities.preflight = async () => {
+      activities.calls.preflight = (activities.calls.preflight ?? 0) + 1;
+      throw ApplicationFailure.retryable(pressure, 'NodeUnderPressure');
+    };
+    await startWorker(activities);
+    const body = updateMachineRequest('v1.33.1', name, [], { preflightTimeout: '3s' });
+    expect(await pollUntilDone(body)).toMatchObject({
+      status: 'Failure',
+      message: expect.stringContaining(`failed at Preflight: ${pressure} (waited 3s, preflightTimeout)`),
+    });
+    // Waited out by the workflow, one preflight call per pause, not by the activity's own retries.
+    expect(activities.calls.preflight).toBeGreaterThan(1);
+    expect(activities.calls.cordon).toBeUndefined();
+    expect(activities.calls.upgradeNode).toBeUndefined();
+  });
+
   it('ends as aborted when its Machine is being deleted mid-drain: gives the node back, flags nothing', async () => {
     const activities = stubs();
     activities.drain = async (input) => {

@@ -5,7 +5,7 @@ import type { MachineUpdateActivities } from '../../activities/machine-update-ty
 import type { MachineUpdateInput } from '../../model/machine-update.ts';
 
 /** Preflight failures that mean "not yet": waited out, then reported with what was last seen. */
-export const PREFLIGHT_WAITS = ['NodeNotReady', 'MaxUnavailableReached', 'MachineHasNoNode'];
+export const PREFLIGHT_WAITS = ['NodeNotReady', 'NodeUnderPressure', 'MaxUnavailableReached', 'MachineHasNoNode'];
 
 export const retry = {
   initialInterval: '2 seconds',
