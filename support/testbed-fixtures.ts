@@ -28,7 +28,7 @@ import {
   type V1PodSpec,
   type V1Toleration,
 } from '@kubernetes/client-node';
-import { isConflict } from '../src/activities/kube.ts';
+import { isConflict } from '../src/platform/kube/errors.ts';
 
 // ---- the test bed ----------------------------------------------------------------
 

@@ -6,7 +6,9 @@ import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } fr
 import { ApplicationFailure } from '@temporalio/common';
 import type { ClusterRef, ReservedCapacity } from '../model/cluster-upgrade.ts';
 import { heartbeating } from './heartbeat.ts';
-import { apiClient, isNotFound, retryOnConflict } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isNotFound } from '../platform/kube/errors.ts';
+import { retryOnConflict } from '../platform/kube/retry-on-conflict.ts';
 import type { CapacityInput, CapacityReadiness, UpgradeActivities } from './upgrade-types.ts';
 import {
   CAPI_GROUP,

@@ -8,7 +8,8 @@ import type { ClusterRef } from '../model/cluster-upgrade.ts';
 import { listPaged } from '../platform/kube/paged-list.ts';
 import { readLimitsOf } from '../platform/kube/workload-kube-config.ts';
 import { heartbeating } from './heartbeat.ts';
-import { apiClient, workloadKubeConfig } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { workloadKubeConfig } from '../platform/kube/workload-clusters.ts';
 import type { HealthCheckInput, HealthReport, UpgradeActivities } from './upgrade-types.ts';
 import { CAPI_CORE, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL } from '../platform/kube/capi-api.ts';
 

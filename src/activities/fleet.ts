@@ -15,7 +15,9 @@ import { FLEET_ROLLOUT_ANNOTATION, type ClusterUpgradeProgress, type SelectedClu
 import type { FleetActivities, SetVersionResult } from './fleet-types.ts';
 import { heartbeating } from './heartbeat.ts';
 import { createEventRecorder } from './kube-events.ts';
-import { apiClient, isNotFound, retryOnConflict, statusCode } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isNotFound, statusCode } from '../platform/kube/errors.ts';
+import { retryOnConflict } from '../platform/kube/retry-on-conflict.ts';
 import type { UpgradeActivities } from './upgrade-types.ts';
 import { CAPI_GROUP, CAPI_VERSION } from '../platform/kube/capi-api.ts';
 

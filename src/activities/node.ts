@@ -17,7 +17,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { parseSkipPodSelector } from '../domain/drain.ts';
 import { parseGoDuration } from '../domain/durations.ts';
 import { policyKeys, valueOverLimit } from '../domain/policy-keys.ts';
-import { apiClient, isNotFound, retryOnConflict } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isNotFound } from '../platform/kube/errors.ts';
+import { retryOnConflict } from '../platform/kube/retry-on-conflict.ts';
 import {
   MACHINE_UPDATE_FAILURES,
   seconds,

@@ -13,7 +13,9 @@ import { CAPI_CORE } from '../platform/kube/capi-api.ts';
 import { listPaged } from '../platform/kube/paged-list.ts';
 import { listMachines } from './cluster-health.ts';
 import { heartbeating } from './heartbeat.ts';
-import { apiClient, isNotFound, workloadKubeConfig } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isNotFound } from '../platform/kube/errors.ts';
+import { workloadKubeConfig } from '../platform/kube/workload-clusters.ts';
 import type { DrainSurvey, ReadinessActivities, ReadinessTarget } from './readiness-types.ts';
 
 interface ClusterObject {

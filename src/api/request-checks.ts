@@ -12,8 +12,9 @@
 // repeat polls of known work answer from what Temporal has and never read
 // Kubernetes. docs/request-checks.md says what CAPI sees in each case.
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { stableFailure } from '../activities/failures.ts';
-import { apiClient, isObjectNotFound } from '../activities/kube.ts';
+import { stableError } from '../platform/kube/stable-error.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isObjectNotFound } from '../platform/kube/errors.ts';
 import { hookRequestChecks } from '../ops/metrics.ts';
 import { BackendUnavailable, HookFailure } from './errors.ts';
 import type { HookContext } from './hook-route.ts';
@@ -196,7 +197,7 @@ export function createRequestChecks(objects: ManagementObjects): RequestChecks {
           verdict = await until(rule(objects), Math.min(ctx.deadline, Date.now() + READ_TIMEOUT_MS));
         } catch (err) {
           // Stable words only: client-node's messages carry headers and bodies.
-          const reason = stableFailure(err).message;
+          const reason = stableError(err).message;
           ctx.log.warn({ hook: ctx.hook, reason }, 'request check could not read the management cluster');
           hookRequestChecks.inc({ hook: ctx.hook, result: 'unavailable' });
           throw new CheckUnavailable(`request check: ${reason}`, CHECK_UNAVAILABLE_MESSAGE);

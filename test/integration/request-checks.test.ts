@@ -11,7 +11,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { PooledKubeConfig } from '../../src/platform/kube/pooled-kube-config.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';

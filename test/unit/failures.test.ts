@@ -4,12 +4,8 @@
 import { describe, expect, it } from '@jest/globals';
 import { ApiException } from '@kubernetes/client-node';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import {
-  KUBERNETES_API_UNREACHABLE,
-  MAX_FAILURE_MESSAGE,
-  stableFailure,
-  withStableFailures,
-} from '../../src/activities/failures.ts';
+import { stableFailure, withStableFailures } from '../../src/activities/failures.ts';
+import { KUBERNETES_API_UNREACHABLE, MAX_FAILURE_MESSAGE } from '../../src/platform/kube/stable-error.ts';
 
 /** What client-node 2.x throws for a non-2xx answer: the body as text, every response header. */
 function apiException(code: number, body: unknown, date = 'Tue, 03 Jun 2025 10:00:00 GMT'): ApiException<unknown> {

@@ -9,7 +9,7 @@
 // there, so a missing CRD fails the update without touching the node).
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
-import { apiClient } from '../kube.ts';
+import { apiClient } from '../../platform/kube/clients.ts';
 import {
   labelIfValid,
   MACHINE_UPDATE_FAILURES,

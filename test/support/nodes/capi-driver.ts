@@ -25,7 +25,7 @@
 import { AsyncCompletionClient, type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { createActivities } from '../../../src/activities/index.ts';
 import type { JobExecutorConfig } from '../../../src/activities/executors/job.ts';
-import { managementKubeConfig } from '../../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../../src/platform/kube/clients.ts';
 import { NodeUpgradeWatch } from '../../../src/activities/node-upgrade-watch.ts';
 import { defaultHandlerName, HOOKS_API_VERSION } from '../../../src/api/contract.ts';
 import { hookPath } from '../../../src/api/hook-route.ts';
