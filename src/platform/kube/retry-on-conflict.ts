@@ -9,9 +9,13 @@ export function isPreconditionFailed(err: unknown): boolean {
 }
 
 /**
- * A write conditioned on what was read lost a race: read again and retry, up to `attempts` tries.
- * The one rule for every read-modify-write here: 409 (a stale resourceVersion) or 422 (a JSON
- * patch's `test` operation failed).
+ * A write conditioned on what was read lost a race: read again and retry, up to `attempts` tries,
+ * then the last error. One rule for every read-modify-write, 409 or 422, because the writers
+ * condition their writes both ways: the cordon, remediation and capacity merge patches carry the
+ * resourceVersion they read (409 when stale), the capacity and fleet JSON patches `test` the
+ * values they read (422 when changed). A 422 that is no race (a validation refusal) fails the
+ * same way on every try: the extra tries cost reads, never a write made on a stale read, since
+ * each try reads before it writes.
  */
 export async function retryOnConflict<T>(fn: () => Promise<T>, attempts = 5): Promise<T> {
   for (let i = 1; ; i++) {
