@@ -20,6 +20,7 @@ import { isNotFound, statusCode } from '../platform/kube/errors.ts';
 import { retryOnConflict } from '../platform/kube/retry-on-conflict.ts';
 import type { UpgradeActivities } from './upgrade-types.ts';
 import { CAPI_GROUP, CAPI_VERSION, type ClusterObject } from '../platform/kube/capi-api.ts';
+import { abortSignal } from '../workflows/messages.ts';
 
 const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
 /** How often a wait on the clusters reads their upgrades. */
@@ -243,7 +244,7 @@ export function createFleetActivities(deps: FleetActivityDeps): FleetActivities 
       for (const c of clusters) {
         const id = clusterUpgradeWorkflowId({ namespace: c.namespace, name: c.name, uid: c.uid });
         try {
-          await temporal().workflow.getHandle(id).signal('abort', { reason });
+          await temporal().workflow.getHandle(id).signal(abortSignal, { reason });
         } catch (err) {
           if (!(err instanceof WorkflowNotFoundError)) throw err;
         }
