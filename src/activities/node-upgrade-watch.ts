@@ -128,6 +128,8 @@ export class NodeUpgradeWatch {
       try {
         verdict = await entry.check(entry.startedAtMs);
       } catch (err) {
+        // This is the activity's edge: a failure raised on purpose (the platform's plain errors
+        // included) ends it here, as withStableFailures would have.
         const failure = deliberateFailure(err);
         if (failure?.nonRetryable) {
           await this.finish(key, () => this.clientOf().fail(entry.taskToken, failure));
