@@ -19,7 +19,7 @@ import {
   isManagementClusterConfigured,
   MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE,
   managementKubeConfig,
-} from './activities/kube.ts';
+} from './platform/kube/clients.ts';
 import { DEFAULT_WORKLOAD_NAMESPACE } from './activities/machine-update.ts';
 import { upgradePlanHandlers } from './api/routes/upgrade-plan.ts';
 import { startHookServer, type HookServer } from './api/server.ts';

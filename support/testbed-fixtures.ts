@@ -28,7 +28,17 @@ import {
   type V1PodSpec,
   type V1Toleration,
 } from '@kubernetes/client-node';
-import { isConflict } from '../src/activities/kube.ts';
+import {
+  CAPI_API_VERSION,
+  CAPI_BOOTSTRAP,
+  CAPI_GROUP,
+  CAPI_VERSION,
+  CLUSTER_NAME_LABEL,
+  CONTROL_PLANE_LABEL,
+  DEPLOYMENT_NAME_LABEL,
+  TOPOLOGY_DEPLOYMENT_NAME_LABEL,
+} from '../src/platform/kube/capi-api.ts';
+import { isConflict } from '../src/platform/kube/errors.ts';
 
 // ---- the test bed ----------------------------------------------------------------
 
@@ -531,11 +541,15 @@ export async function waitForRunningPods(
 
 // ---- Cluster API objects (management cluster) ------------------------------------------
 
-export const CAPI_GROUP = 'cluster.x-k8s.io';
-export const CAPI_API_VERSION = 'v1beta2';
-export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
-export const MACHINE_CONTROL_PLANE_LABEL = 'cluster.x-k8s.io/control-plane';
-export const TOPOLOGY_DEPLOYMENT_NAME_LABEL = 'topology.cluster.x-k8s.io/deployment-name';
+// Cluster API's names, as the extension itself uses them.
+export {
+  CAPI_API_VERSION,
+  CAPI_GROUP,
+  CAPI_VERSION,
+  CLUSTER_NAME_LABEL,
+  CONTROL_PLANE_LABEL,
+  TOPOLOGY_DEPLOYMENT_NAME_LABEL,
+};
 export const TOPOLOGY_OWNED_LABEL = 'topology.cluster.x-k8s.io/owned';
 
 export interface TopologyMachineDeployment {
@@ -566,7 +580,7 @@ export function capiCluster(
 ): CapiObject {
   const topology = opts.topology ?? true;
   return {
-    apiVersion: `${CAPI_GROUP}/${CAPI_API_VERSION}`,
+    apiVersion: CAPI_API_VERSION,
     kind: 'Cluster',
     metadata: { name, namespace, labels: { [CLUSTER_NAME_LABEL]: name } },
     spec: topology
@@ -609,9 +623,9 @@ export function capiMachineDeployment(
   namespace: string,
   opts: { cluster: string; replicas?: number; topologyName?: string; version?: string },
 ): CapiObject {
-  const selector = { [CLUSTER_NAME_LABEL]: opts.cluster, 'cluster.x-k8s.io/deployment-name': name };
+  const selector = { [CLUSTER_NAME_LABEL]: opts.cluster, [DEPLOYMENT_NAME_LABEL]: name };
   return {
-    apiVersion: `${CAPI_GROUP}/${CAPI_API_VERSION}`,
+    apiVersion: CAPI_API_VERSION,
     kind: 'MachineDeployment',
     metadata: {
       name,
@@ -639,14 +653,14 @@ export function capiMachine(
   opts: { cluster: string; controlPlane?: boolean; version?: string; nodeName?: string; machineDeployment?: string },
 ): CapiObject {
   return {
-    apiVersion: `${CAPI_GROUP}/${CAPI_API_VERSION}`,
+    apiVersion: CAPI_API_VERSION,
     kind: 'Machine',
     metadata: {
       name,
       namespace,
       labels: {
         [CLUSTER_NAME_LABEL]: opts.cluster,
-        ...(opts.controlPlane ? { [MACHINE_CONTROL_PLANE_LABEL]: '' } : {}),
+        ...(opts.controlPlane ? { [CONTROL_PLANE_LABEL]: '' } : {}),
         ...(opts.machineDeployment ? { 'cluster.x-k8s.io/deployment-name': opts.machineDeployment } : {}),
       },
     },
@@ -664,7 +678,7 @@ export async function createCapiObject(custom: CustomObjectsApi, obj: CapiObject
   const { status, ...body } = obj;
   const ref = {
     group: CAPI_GROUP,
-    version: CAPI_API_VERSION,
+    version: CAPI_VERSION,
     namespace: obj.metadata.namespace,
     plural: plural(obj.kind),
   };
@@ -686,7 +700,7 @@ export async function getCapiObject(
 ): Promise<CapiObject> {
   return (await custom.getNamespacedCustomObject({
     group: CAPI_GROUP,
-    version: CAPI_API_VERSION,
+    version: CAPI_VERSION,
     namespace,
     plural: plural(kind),
     name,
@@ -701,7 +715,7 @@ export async function patchCapiObject(
   body: unknown,
 ): Promise<CapiObject> {
   return (await custom.patchNamespacedCustomObject(
-    { group: CAPI_GROUP, version: CAPI_API_VERSION, namespace, plural: plural(kind), name, body },
+    { group: CAPI_GROUP, version: CAPI_VERSION, namespace, plural: plural(kind), name, body },
     mergePatch,
   )) as CapiObject;
 }
@@ -751,12 +765,11 @@ export async function createKubeadmConfig(
   files: Record<string, unknown>[],
 ): Promise<void> {
   await mg.custom.createNamespacedCustomObject({
-    group: 'bootstrap.cluster.x-k8s.io',
-    version: 'v1beta2',
+    ...CAPI_BOOTSTRAP,
     plural: 'kubeadmconfigs',
     namespace,
     body: {
-      apiVersion: 'bootstrap.cluster.x-k8s.io/v1beta2',
+      apiVersion: `${CAPI_BOOTSTRAP.group}/${CAPI_BOOTSTRAP.version}`,
       kind: 'KubeadmConfig',
       metadata: { name, namespace },
       spec: { files },
@@ -786,7 +799,7 @@ export function testChecksumsFile(versions: readonly string[]): string {
 export async function eventsOf(mg: ManagementApi, kind: 'Cluster' | 'Machine', namespace: string, name: string) {
   const object = (await mg.custom.getNamespacedCustomObject({
     group: CAPI_GROUP,
-    version: CAPI_API_VERSION,
+    version: CAPI_VERSION,
     plural: plural(kind),
     namespace,
     name,

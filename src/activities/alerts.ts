@@ -18,7 +18,8 @@ import {
 import type { AlertPolicy, AlertReport, AlertSilenceInput, ObjectKeyRef } from '../model/alerts.ts';
 import { boundedRequest, type AlertHttpOptions } from './alert-http.ts';
 import type { AlertActivities, AlertCheckInput } from './alert-types.ts';
-import { apiClient, isNotFound } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isNotFound } from '../platform/kube/errors.ts';
 
 /** Largest answer read from Prometheus or Alertmanager. */
 export const MAX_ALERT_RESPONSE_BYTES = 4 << 20;

@@ -6,13 +6,18 @@ import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } fr
 import { ApplicationFailure } from '@temporalio/common';
 import type { ClusterRef, ReservedCapacity } from '../model/cluster-upgrade.ts';
 import { heartbeating } from './heartbeat.ts';
-import { apiClient, isNotFound, retryOnConflict } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isNotFound } from '../platform/kube/errors.ts';
+import { retryOnConflict } from '../platform/kube/retry-on-conflict.ts';
 import type { CapacityInput, CapacityReadiness, UpgradeActivities } from './upgrade-types.ts';
 import {
   CAPI_GROUP,
   CAPI_VERSION,
   CLUSTER_NAME_LABEL,
   TOPOLOGY_DEPLOYMENT_NAME_LABEL,
+  type ClusterObject,
+  type MachineDeploymentObject,
+  type TopologyMachineDeployment,
 } from '../platform/kube/capi-api.ts';
 
 /** Cluster annotation recording a capacity reservation (JSON array of {@link RecordedCapacity}). */
@@ -89,33 +94,6 @@ export interface RecordedCapacity extends ReservedCapacity {
   scaledIn: 'topology' | 'machineDeployment';
 }
 
-interface ObjectMeta {
-  name?: string;
-  namespace?: string;
-  resourceVersion?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-}
-
-interface TopologyMachineDeployment {
-  name: string;
-  class: string;
-  replicas?: number;
-  [field: string]: unknown;
-}
-
-interface ClusterObject {
-  metadata: ObjectMeta;
-  spec?: { topology?: { version?: string; workers?: { machineDeployments?: TopologyMachineDeployment[] } } };
-}
-
-interface MachineDeploymentObject {
-  metadata: ObjectMeta;
-  spec?: { replicas?: number };
-  /** v1beta2: readyReplicas counts Machines whose Ready condition is true. */
-  status?: { readyReplicas?: number };
-}
-
 function publicView(entries: RecordedCapacity[]): ReservedCapacity[] {
   return entries.map(({ machineDeployment, originalReplicas, reservedReplicas }) => ({
     machineDeployment,
@@ -125,7 +103,7 @@ function publicView(entries: RecordedCapacity[]): ReservedCapacity[] {
 }
 
 function readReservation(cluster: ClusterObject, ref: ClusterRef): RecordedCapacity[] | undefined {
-  const raw = cluster.metadata.annotations?.[RESERVED_CAPACITY_ANNOTATION];
+  const raw = cluster.metadata?.annotations?.[RESERVED_CAPACITY_ANNOTATION];
   if (raw === undefined) return undefined;
   try {
     const parsed: unknown = JSON.parse(raw);
@@ -210,7 +188,7 @@ class CapiObjects {
         // The topology controller keeps one object per topology name; during a hand-over count them together.
         const ready = mds.reduce((sum, md) => sum + (md.status?.readyReplicas ?? 0), 0);
         if (ready >= entry.reservedReplicas) return undefined;
-        const names = mds.map((md) => md.metadata.name ?? '').sort();
+        const names = mds.map((md) => md.metadata?.name ?? '').sort();
         return `MachineDeployment ${names.join(', ')}: ${ready} of ${entry.reservedReplicas} machines Ready`;
       }),
     );
@@ -265,12 +243,12 @@ class CapiObjects {
       });
     }
     for (const md of await this.listMachineDeployments(input.cluster)) {
-      const topologyName = md.metadata.labels?.[TOPOLOGY_DEPLOYMENT_NAME_LABEL];
+      const topologyName = md.metadata?.labels?.[TOPOLOGY_DEPLOYMENT_NAME_LABEL];
       if (topologyName !== undefined && cluster.spec?.topology) continue; // the topology's, handled above
       const replicas = md.spec?.replicas;
-      if (typeof replicas !== 'number' || !md.metadata.name) continue;
+      if (typeof replicas !== 'number' || !md.metadata?.name) continue;
       plan.push({
-        machineDeployment: md.metadata.name,
+        machineDeployment: md.metadata?.name,
         originalReplicas: replicas,
         reservedReplicas: replicas + input.count,
         scaledIn: 'machineDeployment',
@@ -295,7 +273,7 @@ class CapiObjects {
       spec?: { topology: { workers: { machineDeployments: TopologyMachineDeployment[] } } };
     } = {
       metadata: {
-        resourceVersion: cluster.metadata.resourceVersion,
+        resourceVersion: cluster.metadata?.resourceVersion,
         annotations: { [RESERVED_CAPACITY_ANNOTATION]: step === 'reserve' ? JSON.stringify(entries) : null },
       },
     };

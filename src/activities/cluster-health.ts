@@ -8,14 +8,10 @@ import type { ClusterRef } from '../model/cluster-upgrade.ts';
 import { listPaged } from '../platform/kube/paged-list.ts';
 import { readLimitsOf } from '../platform/kube/workload-kube-config.ts';
 import { heartbeating } from './heartbeat.ts';
-import { apiClient, workloadKubeConfig } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { workloadKubeConfig } from '../platform/kube/workload-clusters.ts';
 import type { HealthCheckInput, HealthReport, UpgradeActivities } from './upgrade-types.ts';
-import { CAPI_CORE, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL } from '../platform/kube/capi-api.ts';
-
-interface MachineObject {
-  metadata: { name?: string; labels?: Record<string, string> };
-  status?: { nodeRef?: { name?: string } };
-}
+import { CAPI_CORE, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, type MachineObject } from '../platform/kube/capi-api.ts';
 
 /** The Cluster's Machines (management cluster): their nodes are the ones an upgrade checks and drains. */
 export async function listMachines(custom: CustomObjectsApi, ref: ClusterRef): Promise<MachineInfo[]> {
@@ -26,8 +22,8 @@ export async function listMachines(custom: CustomObjectsApi, ref: ClusterRef): P
     labelSelector: `${CLUSTER_NAME_LABEL}=${ref.name}`,
   })) as { items: MachineObject[] };
   return list.items.map((m) => ({
-    name: m.metadata.name ?? '',
-    controlPlane: m.metadata.labels?.[CONTROL_PLANE_LABEL] !== undefined,
+    name: m.metadata?.name ?? '',
+    controlPlane: m.metadata?.labels?.[CONTROL_PLANE_LABEL] !== undefined,
     ...(m.status?.nodeRef?.name ? { nodeName: m.status.nodeRef.name } : {}),
   }));
 }

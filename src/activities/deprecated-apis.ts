@@ -13,7 +13,7 @@ import type { ClusterRef } from '../model/cluster-upgrade.ts';
 import { currentReadScope } from '../platform/kube/read-scope.ts';
 import { readLimitsOf } from '../platform/kube/workload-kube-config.ts';
 import { heartbeating } from './heartbeat.ts';
-import { workloadKubeConfig } from './kube.ts';
+import { workloadKubeConfig } from '../platform/kube/workload-clusters.ts';
 import type { UpgradeActivities } from './upgrade-types.ts';
 
 /** Failure type: the API server answered /metrics with a status a retry cannot change (401, 403, 404). */

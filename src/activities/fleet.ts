@@ -10,14 +10,17 @@ import {
   clusterUpgradeWorkflowId,
   type ClusterUpgradeMemo,
 } from '../model/cluster-upgrade.ts';
-import { capiDeferral, type PacedTopology } from '../domain/capi-pacing.ts';
+import { capiDeferral } from '../domain/capi-pacing.ts';
 import { FLEET_ROLLOUT_ANNOTATION, type ClusterUpgradeProgress, type SelectedCluster } from '../model/fleet-rollout.ts';
 import type { FleetActivities, SetVersionResult } from './fleet-types.ts';
 import { heartbeating } from './heartbeat.ts';
 import { createEventRecorder } from './kube-events.ts';
-import { apiClient, isNotFound, retryOnConflict, statusCode } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isNotFound, statusCode } from '../platform/kube/errors.ts';
+import { retryOnConflict } from '../platform/kube/retry-on-conflict.ts';
 import type { UpgradeActivities } from './upgrade-types.ts';
-import { CAPI_GROUP, CAPI_VERSION } from '../platform/kube/capi-api.ts';
+import { CAPI_GROUP, CAPI_VERSION, type ClusterObject } from '../platform/kube/capi-api.ts';
+import { abortSignal } from '../workflows/messages.ts';
 
 const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
 /** How often a wait on the clusters reads their upgrades. */
@@ -28,18 +31,6 @@ export interface FleetActivityDeps {
   /** The workflow service the cluster upgrades run in (unset: following them fails, saying so). */
   temporal?: () => Client;
   checkClusterHealth: UpgradeActivities['checkClusterHealth'];
-}
-
-interface ClusterObject {
-  metadata?: {
-    namespace?: string;
-    name?: string;
-    uid?: string;
-    deletionTimestamp?: string;
-    annotations?: Record<string, string>;
-    resourceVersion?: string;
-  };
-  spec?: { topology?: PacedTopology & { version?: string; classRef?: { name?: string }; class?: string } };
 }
 
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
@@ -253,7 +244,7 @@ export function createFleetActivities(deps: FleetActivityDeps): FleetActivities 
       for (const c of clusters) {
         const id = clusterUpgradeWorkflowId({ namespace: c.namespace, name: c.name, uid: c.uid });
         try {
-          await temporal().workflow.getHandle(id).signal('abort', { reason });
+          await temporal().workflow.getHandle(id).signal(abortSignal, { reason });
         } catch (err) {
           if (!(err instanceof WorkflowNotFoundError)) throw err;
         }

@@ -7,7 +7,7 @@ import type { Client } from '@temporalio/client';
 import { createAlertActivities } from './alerts.ts';
 import { withStableFailures } from './failures.ts';
 import { createFleetActivities } from './fleet.ts';
-import { managementKubeConfig } from './kube.ts';
+import { managementKubeConfig } from '../platform/kube/clients.ts';
 import { createMachineUpdateActivities } from './machine-update.ts';
 import type { JobExecutorConfig } from './executors/job.ts';
 import type { NodeUpgradeWatch } from './node-upgrade-watch.ts';

@@ -5,7 +5,8 @@
 // instead of adding a second one. An object that is gone gets none.
 import { createHash } from 'node:crypto';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { apiClient, isConflict, isManagementClusterConfigured, isNotFound } from './kube.ts';
+import { apiClient, isManagementClusterConfigured } from '../platform/kube/clients.ts';
+import { isConflict, isNotFound } from '../platform/kube/errors.ts';
 import { truncate } from './machine-update-common.ts';
 import { CAPI_GROUP, CAPI_VERSION } from '../platform/kube/capi-api.ts';
 

@@ -7,6 +7,8 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { MachineRef } from './machine-update-types.ts';
 import { MACHINE_DELETED, NODE_AGENT_MISSING, NODE_UPGRADE_REFUSED } from '../model/machine-update.ts';
 
+export { truncate } from '../domain/strings.ts';
+
 /** Types of the ApplicationFailures raised by the machine update activities. */
 export const MACHINE_UPDATE_FAILURES = {
   machineNotFound: 'MachineNotFound',
@@ -80,12 +82,6 @@ export function isRecord(v: unknown): v is Record<string, unknown> {
 
 export function seconds(ms: number): string {
   return `${Math.round(ms / 100) / 10}s`;
-}
-
-/** At most `max` characters (code points), with an ellipsis when cut. */
-export function truncate(text: string, max: number): string {
-  const chars = [...text];
-  return chars.length <= max ? text : `${chars.slice(0, max - 1).join('')}…`;
 }
 
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;

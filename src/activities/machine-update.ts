@@ -18,7 +18,7 @@ import { deleteNodeUpgradeRequest } from './executors/node-upgrade-request.ts';
 import { managementExecution } from './executors/management.ts';
 import { deleteUpgradeJob, jobExecution, type JobExecutorConfig } from './executors/job.ts';
 import { stopNodeUpgrade } from './executors/stop.ts';
-import { workloadKubeConfig } from './kube.ts';
+import { workloadKubeConfig } from '../platform/kube/workload-clusters.ts';
 import {
   MACHINE_UPDATE_FAILURES,
   waitCheckpoint,

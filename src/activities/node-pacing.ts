@@ -6,7 +6,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { parseLabelSelector } from '../domain/label-selector.ts';
 import { parseNodePacing, type BlockingPods, type NodePacing } from '../domain/node-pacing.ts';
-import { apiClient } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
 import { MACHINE_UPDATE_FAILURES, type WorkloadKubeConfig } from './machine-update-common.ts';
 import type { MachineUpdateActivities } from './machine-update-types.ts';
 

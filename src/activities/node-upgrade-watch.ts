@@ -16,7 +16,7 @@
 // - the activity ended otherwise (timed out server-side): its heartbeat is
 //   refused and the upgrade is dropped here.
 import { ActivityCancelledError, ActivityNotFoundError, type AsyncCompletionClient } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { deliberateFailure } from './failures.ts';
 import type { NodeUpgradeVerdict, WaitCheckpoint } from './machine-update-common.ts';
 
 export interface WatchedUpgrade {
@@ -128,8 +128,11 @@ export class NodeUpgradeWatch {
       try {
         verdict = await entry.check(entry.startedAtMs);
       } catch (err) {
-        if (err instanceof ApplicationFailure && err.nonRetryable) {
-          await this.finish(key, () => this.clientOf().fail(entry.taskToken, err));
+        // This is the activity's edge: a failure raised on purpose (the platform's plain errors
+        // included) ends it here, as withStableFailures would have.
+        const failure = deliberateFailure(err);
+        if (failure?.nonRetryable) {
+          await this.finish(key, () => this.clientOf().fail(entry.taskToken, failure));
           return;
         }
         // The API server could not be read (unreachable, 5xx): try again next poll. The

@@ -18,7 +18,9 @@ import { parseSkipPodSelector } from '../domain/drain.ts';
 import { parseGoDuration } from '../domain/durations.ts';
 import { rejectingPressure } from '../domain/node-pressure.ts';
 import { policyKeys, valueOverLimit } from '../domain/policy-keys.ts';
-import { apiClient, isNotFound, retryOnConflict } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isNotFound } from '../platform/kube/errors.ts';
+import { retryOnConflict } from '../platform/kube/retry-on-conflict.ts';
 import {
   MACHINE_UPDATE_FAILURES,
   seconds,
@@ -32,7 +34,7 @@ import type { MachineRef, MachineUpdateActivities, PreflightResult } from './mac
 import { clusterNodePacing } from './node-pacing.ts';
 import { unavailableBudgetExceeded } from './unavailable-budget.ts';
 import { kubeletMatches } from '../domain/cluster-health.ts';
-import { CAPI_GROUP, CAPI_VERSION } from '../platform/kube/capi-api.ts';
+import { CAPI_GROUP, CAPI_VERSION, type MachineObject } from '../platform/kube/capi-api.ts';
 
 /** Node annotation recording that this extension cordoned the node (set in the same patch as the cordon). */
 export const CORDONED_BY_ANNOTATION = 'upgrades.capi-orchestrator.io/cordoned-by';
@@ -220,20 +222,6 @@ export function createNodeActivities(
       }
     },
   };
-}
-
-export interface MachineObject {
-  apiVersion?: string;
-  metadata?: {
-    name?: string;
-    uid?: string;
-    resourceVersion?: string;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-    deletionTimestamp?: string;
-  };
-  spec?: { clusterName?: string };
-  status?: { nodeRef?: { name?: string } };
 }
 
 /** A Machine gone or being deleted, read at most every few seconds per Machine (the drain asks each round). */

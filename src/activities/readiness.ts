@@ -13,13 +13,11 @@ import { CAPI_CORE } from '../platform/kube/capi-api.ts';
 import { listPaged } from '../platform/kube/paged-list.ts';
 import { listMachines } from './cluster-health.ts';
 import { heartbeating } from './heartbeat.ts';
-import { apiClient, isNotFound, workloadKubeConfig } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isNotFound } from '../platform/kube/errors.ts';
+import { workloadKubeConfig } from '../platform/kube/workload-clusters.ts';
+import type { ClusterObject } from '../platform/kube/capi-api.ts';
 import type { DrainSurvey, ReadinessActivities, ReadinessTarget } from './readiness-types.ts';
-
-interface ClusterObject {
-  metadata?: { uid?: string; annotations?: Record<string, string> };
-  spec?: { topology?: { version?: string } };
-}
 
 /** Only what the simulation reads of a pod: a large cluster's pods are not held whole. */
 function slim(p: V1Pod): SimulatedPod {

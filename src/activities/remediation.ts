@@ -8,7 +8,9 @@
 // a person set stays. Both are written in one merge patch carrying the
 // resourceVersion read, retried on conflict.
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
-import { apiClient, isNotFound, retryOnConflict } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isNotFound } from '../platform/kube/errors.ts';
+import { retryOnConflict } from '../platform/kube/retry-on-conflict.ts';
 import type { MachineRef, MachineUpdateActivities } from './machine-update-types.ts';
 import { readMachine } from './node.ts';
 import { CAPI_CORE } from '../platform/kube/capi-api.ts';

@@ -10,7 +10,8 @@
 import { CoreV1Api, type CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { listPaged } from '../platform/kube/paged-list.ts';
 import { allowedUnavailable } from '../domain/max-unavailable.ts';
-import { apiClient, isNotFound } from './kube.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isNotFound } from '../platform/kube/errors.ts';
 import {
   CAPI_CORE,
   CLUSTER_NAME_LABEL,

@@ -8,8 +8,10 @@
 // called for every Machine of a rollout. A known node is one GET of its Lease;
 // only CanUpdateMachineSet, which names no node, pages through the Leases.
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
-import { stableFailure } from '../activities/failures.ts';
-import { apiClient, isNotFound, workloadKubeConfig } from '../activities/kube.ts';
+import { stableError } from '../platform/kube/stable-error.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isNotFound } from '../platform/kube/errors.ts';
+import { workloadKubeConfig } from '../platform/kube/workload-clusters.ts';
 import { listPaged } from '../platform/kube/paged-list.ts';
 import { withReadScope } from '../platform/kube/read-scope.ts';
 
@@ -108,7 +110,7 @@ export function createNodeAgentCheck(opts: {
         ok = await served(cluster, nodeName);
       } catch (err) {
         // Stable: CAPI copies the message into a condition (no headers, dates or bodies).
-        const why = stableFailure(err).message;
+        const why = stableError(err).message;
         return `cannot check for a node agent in cluster ${cluster.namespace}/${cluster.name} (${why})`;
       }
       if (ok) return undefined;

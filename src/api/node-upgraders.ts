@@ -9,8 +9,9 @@
 // Answers are cached per kind for a few seconds, as for node agents: CanUpdate*
 // is called for every Machine of a rollout.
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
-import { stableFailure } from '../activities/failures.ts';
-import { apiClient, isNotFound } from '../activities/kube.ts';
+import { stableError } from '../platform/kube/stable-error.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isNotFound } from '../platform/kube/errors.ts';
 import { InPlaceSettingsError, parseDeclaredPaths, type AllowedPath } from '../domain/in-place-policy.ts';
 import { LEASE_CACHE_MS, leaseIsFresh } from './node-agents.ts';
 
@@ -60,7 +61,7 @@ export function createNodeUpgraderCheck(opts: {
     } catch (err) {
       if (!isNotFound(err)) {
         // Stable: CAPI copies the message into a condition (no headers, dates or bodies).
-        return { ok: false, reason: `cannot check for a node upgrader for ${kind} (${stableFailure(err).message})` };
+        return { ok: false, reason: `cannot check for a node upgrader for ${kind} (${stableError(err).message})` };
       }
     }
     if (!lease || !leaseIsFresh(lease, Date.now()))

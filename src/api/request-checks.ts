@@ -12,12 +12,13 @@
 // repeat polls of known work answer from what Temporal has and never read
 // Kubernetes. docs/request-checks.md says what CAPI sees in each case.
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { stableFailure } from '../activities/failures.ts';
-import { apiClient, isObjectNotFound } from '../activities/kube.ts';
+import { stableError } from '../platform/kube/stable-error.ts';
+import { apiClient } from '../platform/kube/clients.ts';
+import { isObjectNotFound } from '../platform/kube/errors.ts';
 import { hookRequestChecks } from '../ops/metrics.ts';
 import { BackendUnavailable, HookFailure } from './errors.ts';
 import type { HookContext } from './hook-route.ts';
-import { CAPI_GROUP, CAPI_VERSION } from '../platform/kube/capi-api.ts';
+import { CAPI_GROUP, CAPI_VERSION, type ClusterObject, type MachineObject } from '../platform/kube/capi-api.ts';
 
 /** Set by KCP / the MachineSet controller on a Machine it updates in place (clusterv1.UpdateInProgressAnnotation). */
 export const UPDATE_IN_PROGRESS_ANNOTATION = 'in-place-updates.internal.cluster.x-k8s.io/update-in-progress';
@@ -32,26 +33,10 @@ export const REQUEST_CHECKS_ON_MESSAGE =
 export const CHECK_UNAVAILABLE_MESSAGE =
   'orchestrator unavailable: the management cluster could not be read to check this request; will retry';
 
-/** The fields of a Cluster API object the rules read. */
-export interface ManagedObject {
-  metadata?: {
-    uid?: string;
-    deletionTimestamp?: string;
-    annotations?: Record<string, string>;
-    labels?: Record<string, string>;
-  };
-  spec?: {
-    clusterName?: string;
-    version?: string;
-    topology?: { version?: string };
-    bootstrap?: { configRef?: { apiGroup?: string; kind?: string; name?: string } };
-  };
-}
-
 /** Reads of the management cluster; undefined = not found. Any other error means "cannot tell". */
 export interface ManagementObjects {
-  cluster(namespace: string, name: string): Promise<ManagedObject | undefined>;
-  machine(namespace: string, name: string): Promise<ManagedObject | undefined>;
+  cluster(namespace: string, name: string): Promise<ClusterObject | undefined>;
+  machine(namespace: string, name: string): Promise<MachineObject | undefined>;
 }
 
 /** What a rule found: undefined when the request matches, else what did not match (CAPI reads it). */
@@ -196,7 +181,7 @@ export function createRequestChecks(objects: ManagementObjects): RequestChecks {
           verdict = await until(rule(objects), Math.min(ctx.deadline, Date.now() + READ_TIMEOUT_MS));
         } catch (err) {
           // Stable words only: client-node's messages carry headers and bodies.
-          const reason = stableFailure(err).message;
+          const reason = stableError(err).message;
           ctx.log.warn({ hook: ctx.hook, reason }, 'request check could not read the management cluster');
           hookRequestChecks.inc({ hook: ctx.hook, result: 'unavailable' });
           throw new CheckUnavailable(`request check: ${reason}`, CHECK_UNAVAILABLE_MESSAGE);
@@ -220,7 +205,7 @@ export function createRequestChecks(objects: ManagementObjects): RequestChecks {
  */
 export function managementObjects(management: KubeConfig, opts: { version?: string } = {}): ManagementObjects {
   const custom = apiClient(management, CustomObjectsApi);
-  const get = async (plural: 'clusters' | 'machines', namespace: string, name: string) => {
+  const get = async <T>(plural: 'clusters' | 'machines', namespace: string, name: string) => {
     try {
       return (await custom.getNamespacedCustomObject({
         group: CAPI_GROUP,
@@ -228,7 +213,7 @@ export function managementObjects(management: KubeConfig, opts: { version?: stri
         namespace,
         plural,
         name,
-      })) as ManagedObject;
+      })) as T;
     } catch (err) {
       // Only the object's own 404 means gone; an unserved kind means "cannot tell".
       if (isObjectNotFound(err, name)) return undefined;
@@ -236,7 +221,7 @@ export function managementObjects(management: KubeConfig, opts: { version?: stri
     }
   };
   return {
-    cluster: (namespace, name) => get('clusters', namespace, name),
-    machine: (namespace, name) => get('machines', namespace, name),
+    cluster: (namespace, name) => get<ClusterObject>('clusters', namespace, name),
+    machine: (namespace, name) => get<MachineObject>('machines', namespace, name),
   };
 }

@@ -12,6 +12,7 @@ import {
 } from '@temporalio/client';
 import { NamespaceNotFoundError } from '@temporalio/common';
 import { temporalRequestDuration, type TemporalCallResult } from '../ops/metrics.ts';
+import { grpcStatus } from '../platform/temporal/grpc-status.ts';
 import { BackendUnavailable, HookFailure } from './errors.ts';
 import type { HookContext } from './hook-route.ts';
 import { CheckUnavailable, RequestRefused } from './request-checks.ts';
@@ -25,18 +26,6 @@ const PERMANENT_CODES: ReadonlyMap<number, string> = new Map([
   [12, 'UNIMPLEMENTED'],
   [16, 'UNAUTHENTICATED'],
 ]);
-
-/** The gRPC status of an error or of one of its causes. */
-export function grpcStatus(err: unknown): { code: number; details: string } | undefined {
-  for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'number') {
-      const details = (e as { details?: unknown }).details;
-      return { code, details: typeof details === 'string' ? details : '' };
-    }
-  }
-  return undefined;
-}
 
 /** A refusal as CAPI reads it: the gRPC status name and the server's own (stable) words. */
 export function refusalMessage(code: number, details: string): string {

@@ -15,7 +15,7 @@ export const CAPI_UPGRADE_CONCURRENCY_ANNOTATION = 'topology.cluster.x-k8s.io/up
 /** The prefix of every message about a deferral: the rollout's status, memo and CLI show it as is. */
 export const DEFERRED_PREFIX = 'deferred by CAPI annotation';
 
-interface WorkerTopology {
+export interface WorkerTopology {
   name?: string;
   metadata?: { annotations?: Record<string, string> };
 }

@@ -9,3 +9,9 @@ export function trimTrailing(text: string, char: string): string {
   while (end > 0 && text.charCodeAt(end - 1) === code) end--;
   return text.slice(0, end);
 }
+
+/** At most `max` characters (code points), with an ellipsis when cut. */
+export function truncate(text: string, max: number): string {
+  const chars = [...text];
+  return chars.length <= max ? text : `${chars.slice(0, max - 1).join('')}…`;
+}

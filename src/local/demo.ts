@@ -20,7 +20,7 @@ import {
 } from './in-memory-samples.ts';
 import { policyKeys } from '../domain/policy-keys.ts';
 import { CLUSTER_UPGRADE_MEMO_KEY, type ClusterUpgradeMemo } from '../model/cluster-upgrade.ts';
-import { CONTROL_PLANE_LABEL } from '../platform/kube/capi-api.ts';
+import { CAPI_GROUP, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL } from '../platform/kube/capi-api.ts';
 
 const run = promisify(execFile);
 
@@ -115,11 +115,11 @@ function waitingOn(memo: ClusterUpgradeMemo | undefined): string {
 async function machines(kube: Kube, namespace: string, cluster: string): Promise<Machine[]> {
   const out = await kube([
     'get',
-    'machines.cluster.x-k8s.io',
+    `machines.${CAPI_GROUP}`,
     '-n',
     namespace,
     '-l',
-    `cluster.x-k8s.io/cluster-name=${cluster}`,
+    `${CLUSTER_NAME_LABEL}=${cluster}`,
     '-o',
     'json',
   ]);

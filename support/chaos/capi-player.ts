@@ -8,6 +8,7 @@ import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts
 import { hookPath } from '../../src/api/hook-route.ts';
 import { specHash } from '../../src/domain/in-place.ts';
 import { machineUpdateWorkflowId } from '../../src/model/machine-update.ts';
+import { CLUSTER_NAME_LABEL } from '../../src/platform/kube/capi-api.ts';
 import { infrastructureMachine, machine as machineObject } from '../capi-fixtures.ts';
 import { callHook } from '../capi-client.ts';
 
@@ -70,7 +71,7 @@ export class CapiPlayer {
   request(i: number, generation = this.generation[i]!) {
     const name = this.o.machines[i]!;
     const m = machineObject(name, this.o.namespace, versionOf(generation));
-    m.metadata.labels['cluster.x-k8s.io/cluster-name'] = this.o.cluster;
+    m.metadata.labels[CLUSTER_NAME_LABEL] = this.o.cluster;
     m.spec.clusterName = this.o.cluster;
     const { bootstrap: _bootstrap, ...spec } = m.spec;
     const desired = { machine: { ...m, spec }, infrastructureMachine: infrastructureMachine(name, this.o.namespace) };

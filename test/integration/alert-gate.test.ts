@@ -4,7 +4,7 @@
 // and pending alerts, an unreachable or hostile source, and one silence per step, expired once.
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { createAlertActivities } from '../../src/activities/alerts.ts';
 import { boundedRequest } from '../../src/activities/alert-http.ts';
 import { resolveAlertPolicy } from '../../src/domain/alert-policy.ts';

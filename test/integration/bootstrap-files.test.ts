@@ -10,7 +10,7 @@ import { BatchV1Api } from '@kubernetes/client-node';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { MAX_BOOTSTRAP_FILES_BYTES } from '../../src/activities/executors/bootstrap-files.ts';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { createMachineUpdateActivities } from '../../src/activities/machine-update.ts';
 import type { NodeUpgradeInput } from '../../src/activities/machine-update-types.ts';
 import type { ChildInput, ChildResult } from '../support/upgrade-node-child.ts';

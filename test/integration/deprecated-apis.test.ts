@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { METRICS_REFUSED, METRICS_TOO_LARGE, scanApiServerMetrics } from '../../src/activities/deprecated-apis.ts';
-import { managementKubeConfig, workloadKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
+import { workloadKubeConfig } from '../../src/platform/kube/workload-clusters.ts';
 import { createUpgradeActivities } from '../../src/activities/upgrade.ts';
 import { removedApiFindings, removedApisMessage } from '../../src/domain/deprecated-apis.ts';
 import {

@@ -9,7 +9,8 @@ import { createClusterHealthActivities } from '../../src/activities/cluster-heal
 import { createDeprecatedApiActivities } from '../../src/activities/deprecated-apis.ts';
 import { NodeDrainer } from '../../src/activities/drain/node-drainer.ts';
 import { stableFailure } from '../../src/activities/failures.ts';
-import { managementKubeConfig, workloadKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
+import { workloadKubeConfig } from '../../src/platform/kube/workload-clusters.ts';
 import { watchObject } from '../../src/activities/object-watch.ts';
 import { createNodeAgentCheck } from '../../src/api/node-agents.ts';
 import { configureWorkloadReads } from '../../src/platform/kube/workload-kube-config.ts';

@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { AsyncCompletionClient, type Client } from '@temporalio/client';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { MANAGED_BY_LABEL, MANAGED_BY, MANAGED_BY_SELECTOR } from '../../src/activities/machine-update-common.ts';
 import { openWatchCount, watchObject } from '../../src/activities/object-watch.ts';
 import { createMachineUpdateActivities } from '../../src/activities/machine-update.ts';

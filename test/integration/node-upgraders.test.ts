@@ -14,7 +14,7 @@ import {
 } from '../../src/api/node-upgraders.ts';
 import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../../src/model/machine-update.ts';
 import { decodeJsonPatch, type JsonPatch } from '../../src/domain/in-place.ts';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { callHook } from '../../support/capi-client.ts';
 import { infrastructureMachine, kubeadmConfig, machine, machineSet, template } from '../../support/capi-fixtures.ts';
 import { managementApi, testbed, testGroup } from '../../support/testbed-fixtures.ts';

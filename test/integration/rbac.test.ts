@@ -35,7 +35,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { parseAllDocuments } from 'yaml';
 import { ensureNodeUpgradeRequestCrd } from '../../src/activities/executors/delegate.ts';
-import { isConflict } from '../../src/activities/kube.ts';
+import { isConflict } from '../../src/platform/kube/errors.ts';
 import { PooledKubeConfig } from '../../src/platform/kube/pooled-kube-config.ts';
 import {
   createMachineUpdateActivities,

@@ -11,7 +11,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { PooledKubeConfig } from '../../src/platform/kube/pooled-kube-config.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
@@ -34,6 +34,7 @@ import * as capi from '../../support/capi-fixtures.ts';
 import {
   CAPI_API_VERSION,
   CAPI_GROUP,
+  CAPI_VERSION,
   capiCluster,
   createCapiObject,
   createKubeconfigSecret,
@@ -110,7 +111,7 @@ async function createMachine(
   opts: { version: string; inPlace: boolean; pendingHooks?: string },
 ) {
   const obj: CapiObject = {
-    apiVersion: `${CAPI_GROUP}/${CAPI_API_VERSION}`,
+    apiVersion: CAPI_API_VERSION,
     kind: 'Machine',
     metadata: {
       name,
@@ -248,7 +249,7 @@ describe('request checks against the management cluster', () => {
     // Let the kept Clusters go, then the namespace.
     const list = (await mg.custom.listNamespacedCustomObject({
       group: CAPI_GROUP,
-      version: CAPI_API_VERSION,
+      version: CAPI_VERSION,
       namespace: ns,
       plural: 'clusters',
     })) as { items: CapiObject[] };
@@ -290,7 +291,7 @@ describe('request checks against the management cluster', () => {
       // Now deleted for real (the finalizer keeps the object, with its deletionTimestamp).
       await mg.custom.deleteNamespacedCustomObject({
         group: CAPI_GROUP,
-        version: CAPI_API_VERSION,
+        version: CAPI_VERSION,
         namespace: ns,
         plural: 'clusters',
         name,

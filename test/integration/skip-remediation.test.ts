@@ -5,7 +5,7 @@
 // (a person's skip-remediation stays), safe against concurrent writers, and
 // nothing for a Machine that is gone.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import {
   createMachineUpdateActivities,
   SKIP_REMEDIATION_ANNOTATION,

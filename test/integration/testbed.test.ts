@@ -7,13 +7,14 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoreV1Api, VersionApi, type V1Pod } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
+import { stableFailure } from '../../src/activities/failures.ts';
+import { KubeError, statusCode } from '../../src/platform/kube/errors.ts';
 import {
-  managementKubeConfig,
-  statusCode,
   WORKLOAD_KUBECONFIG_INVALID,
   WORKLOAD_KUBECONFIG_MISSING,
   workloadKubeConfig,
-} from '../../src/activities/kube.ts';
+} from '../../src/platform/kube/workload-clusters.ts';
 import {
   cordon,
   createKubeconfigSecret,
@@ -203,8 +204,10 @@ describe('test bed', () => {
     const missing = await workloadKubeConfig(management, { namespace: group.name, name: 'absent' }).catch(
       (err: unknown) => err,
     );
-    expect(missing).toBeInstanceOf(ApplicationFailure);
-    expect(missing).toMatchObject({ nonRetryable: true, type: WORKLOAD_KUBECONFIG_MISSING });
+    // A plain KubeError from the platform; an activity's edge makes it a non-retryable ApplicationFailure.
+    expect(missing).toBeInstanceOf(KubeError);
+    expect(stableFailure(missing)).toBeInstanceOf(ApplicationFailure);
+    expect(stableFailure(missing)).toMatchObject({ nonRetryable: true, type: WORKLOAD_KUBECONFIG_MISSING });
     expect((missing as Error).message).toBe(
       `Secret ${group.name}/absent-kubeconfig not found: cannot reach workload cluster ${group.name}/absent`,
     );
@@ -216,6 +219,6 @@ describe('test bed', () => {
     const broken = await workloadKubeConfig(management, { namespace: group.name, name: 'broken' }).catch(
       (err: unknown) => err,
     );
-    expect(broken).toMatchObject({ nonRetryable: true, type: WORKLOAD_KUBECONFIG_INVALID });
+    expect(stableFailure(broken)).toMatchObject({ nonRetryable: true, type: WORKLOAD_KUBECONFIG_INVALID });
   });
 });

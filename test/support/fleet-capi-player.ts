@@ -7,7 +7,7 @@
 import { expect } from '@jest/globals';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { createFleetActivities } from '../../src/activities/fleet.ts';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';

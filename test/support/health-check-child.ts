@@ -3,7 +3,7 @@
 // can tell a refused read from a process that died. Argument: the cluster as namespace/name.
 import { createClusterHealthActivities } from '../../src/activities/cluster-health.ts';
 import { stableFailure } from '../../src/activities/failures.ts';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { parseConfig } from '../../src/config/index.ts';
 import { configureWorkloadReads } from '../../src/platform/kube/workload-kube-config.ts';
 

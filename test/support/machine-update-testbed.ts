@@ -3,7 +3,7 @@
 // Secret, KWOK nodes, any Cluster API objects the file needs, and the real
 // activities acting as the worker's ServiceAccount with their workload objects
 // in the group's namespace.
-import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { createMachineUpdateActivities } from '../../src/activities/machine-update.ts';
 import type { MachineUpdateActivities } from '../../src/activities/machine-update-types.ts';
 import {

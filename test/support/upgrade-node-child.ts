@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import { managementKubeConfig } from '../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { createMachineUpdateActivities } from '../../src/activities/machine-update.ts';
 import type { NodeUpgradeInput } from '../../src/activities/machine-update-types.ts';
 

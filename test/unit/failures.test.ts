@@ -4,12 +4,9 @@
 import { describe, expect, it } from '@jest/globals';
 import { ApiException } from '@kubernetes/client-node';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import {
-  KUBERNETES_API_UNREACHABLE,
-  MAX_FAILURE_MESSAGE,
-  stableFailure,
-  withStableFailures,
-} from '../../src/activities/failures.ts';
+import { deliberateFailure, stableFailure, withStableFailures } from '../../src/activities/failures.ts';
+import { KubeError } from '../../src/platform/kube/errors.ts';
+import { KUBERNETES_API_UNREACHABLE, MAX_FAILURE_MESSAGE } from '../../src/platform/kube/stable-error.ts';
 
 /** What client-node 2.x throws for a non-2xx answer: the body as text, every response header. */
 function apiException(code: number, body: unknown, date = 'Tue, 03 Jun 2025 10:00:00 GMT'): ApiException<unknown> {
@@ -136,6 +133,25 @@ describe('stableFailure: anything else', () => {
     expect(failure).toMatchObject({ message: 'RangeError: bad value', type: 'RangeError', nonRetryable: false });
     expect(stableFailure('a string').message).toBe('Error: a string');
     expect([...stableFailure(new Error('y'.repeat(400))).message]).toHaveLength(MAX_FAILURE_MESSAGE);
+  });
+});
+
+describe('the platform errors at the activity edge', () => {
+  const refused = KubeError.nonRetryable('Secret ns/c-kubeconfig has no key "value"', 'WorkloadKubeconfigMissing');
+
+  it('a KubeError keeps its message and type, and says whether a retry helps', () => {
+    const failure = stableFailure(refused);
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    expect(failure).toMatchObject({ message: refused.message, type: 'WorkloadKubeconfigMissing', nonRetryable: true });
+    expect(stableFailure(new KubeError('busy', 'Busy', { retryable: true }))).toMatchObject({ nonRetryable: false });
+  });
+
+  it('deliberateFailure: an ApplicationFailure or a KubeError, nothing else', () => {
+    const own = ApplicationFailure.nonRetryable('refused', 'Refused');
+    expect(deliberateFailure(own)).toBe(own);
+    expect(deliberateFailure(refused)).toMatchObject({ type: 'WorkloadKubeconfigMissing', nonRetryable: true });
+    expect(deliberateFailure(apiException(500, 'oops'))).toBeUndefined();
+    expect(deliberateFailure(new Error('bug'))).toBeUndefined();
   });
 });
 

@@ -2,10 +2,15 @@
 // only its own floor and the ones below:
 //   0 model        shared vocabulary (types, names, search attributes)
 //   1 domain       pure rules
-//   2 platform     the adapters to Kubernetes (bounded reads of workload clusters): no Temporal types
-//   3 activities, workflows (a workflow imports activities' types only: the lint rule says why)
+//   2 platform     the adapters: kube/ to Kubernetes (errors as plain typed errors: no Temporal
+//                  package), temporal/ to the workflow service
+//   3 activities, workflows (a workflow imports activities' types only: the lint rule says why;
+//     an activity imports no workflow code but the message definitions, the workflows' contract,
+//     to signal one as the api does)
 //   4 process settings: config/, temporal-connection.ts, worker-versioning.ts, log.ts
-//   5 api, cli, ops, local, the worker and main
+//   5 api, cli, ops, local, the worker and main; on this floor the api reaches Kubernetes through
+//     the platform, never through activities (whose errors are Temporal failures), and ops
+//     (jobs and probes the api also uses) imports nothing of the api
 // And the tests and the benches share code only through src/ and support/ (neither imports the other;
 // support/ and src/ import neither).
 import { readdirSync, readFileSync } from 'node:fs';
@@ -28,6 +33,15 @@ const FLOORS: readonly [prefix: string, floor: number][] = [
   ['src/temporal-connection.ts', 4],
   ['src/worker-versioning.ts', 4],
   ['src/log.ts', 4],
+];
+
+/** The signal, query and update definitions: what the workflows offer everyone else. */
+const WORKFLOW_MESSAGES = 'src/workflows/messages.ts';
+
+/** Arrows forbidden within a floor, by the prefixes of their ends. */
+const SIDEWAYS: readonly [from: string, to: string][] = [
+  ['src/api/', 'src/activities/'],
+  ['src/ops/', 'src/api/'],
 ];
 
 /** The floor of a file under src/ (anything not listed is the top floor). */
@@ -65,11 +79,18 @@ function upwardArrows(arrows: readonly Arrow[]): string[] {
     // Workflows are deterministic: they reach Kubernetes only through activities.
     const workflowToPlatform = a.from.startsWith('src/workflows/') && a.to.startsWith('src/platform/');
     const workflowToActivity = a.from.startsWith('src/workflows/') && a.to.startsWith('src/activities/');
-    const activityToWorkflow = a.from.startsWith('src/activities/') && a.to.startsWith('src/workflows/');
-    if (up || activityToWorkflow || workflowToPlatform || (workflowToActivity && !a.typeOnly))
+    const activityToWorkflow =
+      a.from.startsWith('src/activities/') && a.to.startsWith('src/workflows/') && a.to !== WORKFLOW_MESSAGES;
+    const sideways = SIDEWAYS.some(([from, to]) => a.from.startsWith(from) && a.to.startsWith(to));
+    if (up || sideways || activityToWorkflow || workflowToPlatform || (workflowToActivity && !a.typeOnly))
       bad.push(`${a.from} → ${a.to}`);
   }
   return bad;
+}
+
+/** Whether a module imports a Temporal package (type-only imports included). */
+function importsTemporal(text: string): boolean {
+  return /^\s*(?:import|export)\b[^;]*?\sfrom\s+'@temporalio\//ms.test(text);
 }
 
 /** Arrows between the tests and the benches, and from src or support/ into either. */
@@ -118,6 +139,13 @@ describe('import floors', () => {
       ...arrowsOf('src/platform/x.ts', "import { stableFailure } from '../activities/failures.ts';"),
       ...arrowsOf('src/workflows/y.ts', "import type { Gate } from '../platform/kube/gate.ts';"),
       ...arrowsOf('src/activities/ok.ts', "import { listPaged } from '../platform/kube/paged-list.ts';"),
+      ...arrowsOf('src/api/x.ts', "import type { Failure } from '../activities/failures.ts';"),
+      ...arrowsOf('src/ops/x.ts', "import { grpcStatus } from '../api/temporal-calls.ts';"),
+      ...arrowsOf('src/api/ok.ts', "import { hookRequestChecks } from '../ops/metrics.ts';"),
+      ...arrowsOf('src/api/ok.ts', "import { stableError } from '../platform/kube/stable-error.ts';"),
+      ...arrowsOf('src/ops/ok.ts', "import { grpcStatus } from '../platform/temporal/grpc-status.ts';"),
+      ...arrowsOf('src/activities/x.ts', "import { run } from '../workflows/run.ts';"),
+      ...arrowsOf('src/activities/ok.ts', "import { abortSignal } from '../workflows/messages.ts';"),
     ];
     expect(upwardArrows(sample)).toEqual([
       'src/model/x.ts → src/domain/y.ts',
@@ -126,6 +154,9 @@ describe('import floors', () => {
       'src/config/x.ts → src/api/contract.ts',
       'src/platform/x.ts → src/activities/failures.ts',
       'src/workflows/y.ts → src/platform/kube/gate.ts',
+      'src/api/x.ts → src/activities/failures.ts',
+      'src/ops/x.ts → src/api/temporal-calls.ts',
+      'src/activities/x.ts → src/workflows/run.ts',
     ]);
     const crossed = [
       ...arrowsOf('test/unit/x.test.ts', "import { env } from '../../bench/env.ts';"),
@@ -137,6 +168,13 @@ describe('import floors', () => {
 
   it('src has no upward arrow', () => {
     expect(upwardArrows(allArrows)).toEqual([]);
+  });
+
+  it('the Kubernetes adapter knows no Temporal type: its errors are plain', () => {
+    expect(importsTemporal("import type { ApplicationFailure } from '@temporalio/common';")).toBe(true);
+    expect(importsTemporal("import { ApiException } from '@kubernetes/client-node';")).toBe(false);
+    const temporal = sourceFiles('src/platform/kube').filter((f) => importsTemporal(readFileSync(f, 'utf8')));
+    expect(temporal).toEqual([]);
   });
 
   it('tests and benches do not import each other, and src imports neither', () => {

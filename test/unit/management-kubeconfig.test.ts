@@ -8,19 +8,24 @@ import {
   isManagementClusterConfigured,
   MANAGEMENT_CLUSTER_NOT_CONFIGURED,
   managementKubeConfig,
-} from '../../src/activities/kube.ts';
+} from '../../src/platform/kube/clients.ts';
 import { createEventRecorder } from '../../src/activities/kube-events.ts';
+import { stableFailure } from '../../src/activities/failures.ts';
+import { KubeError } from '../../src/platform/kube/errors.ts';
 
 describe('managementKubeConfig', () => {
   it('without MANAGEMENT_KUBECONFIG outside a pod: every call fails naming the setting, none is dialled', async () => {
     const kc = managementKubeConfig(undefined, {});
     expect(isManagementClusterConfigured(kc)).toBe(false);
-    const failure = await apiClient(kc, CoreV1Api)
+    const thrown = await apiClient(kc, CoreV1Api)
       .listNode()
       .then(
         () => undefined,
         (err: unknown) => err,
       );
+    // A plain KubeError from the platform; an activity's edge makes it this ApplicationFailure.
+    expect(thrown).toBeInstanceOf(KubeError);
+    const failure = stableFailure(thrown);
     expect(failure).toBeInstanceOf(ApplicationFailure);
     expect(failure).toMatchObject({
       type: MANAGEMENT_CLUSTER_NOT_CONFIGURED,

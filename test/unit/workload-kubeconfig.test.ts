@@ -3,8 +3,10 @@
 // file references, proxies and the rest are refused by their path.
 import { describe, expect, it } from '@jest/globals';
 import { KubeConfig } from '@kubernetes/client-node';
-import { ApplicationFailure } from '@temporalio/common';
-import { parseWorkloadKubeconfig, WORKLOAD_KUBECONFIG_REFUSED } from '../../src/activities/kube.ts';
+import type { ApplicationFailure } from '@temporalio/common';
+import { stableFailure } from '../../src/activities/failures.ts';
+import { KubeError } from '../../src/platform/kube/errors.ts';
+import { parseWorkloadKubeconfig, WORKLOAD_KUBECONFIG_REFUSED } from '../../src/platform/kube/workload-clusters.ts';
 import { checkWorkloadKubeconfig } from '../../src/domain/workload-kubeconfig.ts';
 
 /** The shape Cluster API writes (KubeadmControlPlane): server + CA data, client cert/key data. */
@@ -130,11 +132,12 @@ describe('checkWorkloadKubeconfig', () => {
 
 describe('parseWorkloadKubeconfig', () => {
   const where = 'Secret ns/c1-kubeconfig';
+  // The platform throws a plain KubeError; the activity edge makes it this ApplicationFailure.
   const failure = (text: string): ApplicationFailure => {
     try {
       parseWorkloadKubeconfig(where, Buffer.from(text));
     } catch (err) {
-      if (err instanceof ApplicationFailure) return err;
+      if (err instanceof KubeError) return stableFailure(err);
       throw err;
     }
     throw new Error('accepted');

@@ -13,7 +13,8 @@ import {
   type V1Secret,
 } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
-import { apiClient, isConflict, isNotFound } from '../kube.ts';
+import { apiClient } from '../../platform/kube/clients.ts';
+import { isConflict, isNotFound } from '../../platform/kube/errors.ts';
 import { MACHINE_UPDATE_FAILURES } from '../machine-update-common.ts';
 import type { MachineRef, NodeUpgradeInput } from '../machine-update-types.ts';
 import { CAPI_BOOTSTRAP } from '../../platform/kube/capi-api.ts';

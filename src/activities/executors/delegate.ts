@@ -5,7 +5,8 @@
 // lifecycle is shared with the `management` executor (node-upgrade-request.ts).
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
-import { apiClient, isConflict, isNotFound } from '../kube.ts';
+import { apiClient } from '../../platform/kube/clients.ts';
+import { isConflict, isNotFound } from '../../platform/kube/errors.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, nodeLabel, type NodeUpgradeExecution } from '../machine-update-common.ts';
 import { filesSecretName, type ResolvedNodeUpgrade } from './bootstrap-files.ts';
 import {

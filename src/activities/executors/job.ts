@@ -13,7 +13,8 @@ import {
   type BinaryVolume,
   type NodeBinary,
 } from '../../domain/node-binaries.ts';
-import { apiClient, isConflict, isNotFound } from '../kube.ts';
+import { apiClient } from '../../platform/kube/clients.ts';
+import { isConflict, isNotFound } from '../../platform/kube/errors.ts';
 import { watchObject } from '../object-watch.ts';
 import {
   MACHINE_UPDATE_FAILURES,

@@ -9,7 +9,7 @@
 // there, so a missing CRD fails the update without touching the node).
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
-import { apiClient } from '../kube.ts';
+import { apiClient } from '../../platform/kube/clients.ts';
 import {
   labelIfValid,
   MACHINE_UPDATE_FAILURES,
@@ -26,10 +26,9 @@ import {
   reportedFailure,
   requestExecution,
 } from './node-upgrade-request.ts';
-import { CLUSTER_NAME_LABEL } from '../../platform/kube/capi-api.ts';
+import { CAPI_API_VERSION, CLUSTER_NAME_LABEL } from '../../platform/kube/capi-api.ts';
 
 export const MACHINE_NAME_LABEL = 'upgrades.capi-orchestrator.io/machine-name';
-const MACHINE_API_VERSION = 'cluster.x-k8s.io/v1beta2';
 
 /** The node's NodeUpgradeRequest in the management cluster and its upgrader's verdict on that generation. */
 export function managementExecution(management: KubeConfig, input: ResolvedNodeUpgrade): NodeUpgradeExecution {
@@ -69,7 +68,7 @@ export function managementExecution(management: KubeConfig, input: ResolvedNodeU
           },
           ownerReferences: [
             {
-              apiVersion: MACHINE_API_VERSION,
+              apiVersion: CAPI_API_VERSION,
               kind: 'Machine',
               name: machine.name,
               uid,

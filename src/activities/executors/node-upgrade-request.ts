@@ -14,7 +14,8 @@ import {
 import { ApplicationFailure } from '@temporalio/common';
 import { canonicalJson } from '../../domain/canonical-json.ts';
 import type { TypedObjectRef } from '../../model/machine-update.ts';
-import { apiClient, isConflict, isNotFound } from '../kube.ts';
+import { apiClient } from '../../platform/kube/clients.ts';
+import { isConflict, isNotFound } from '../../platform/kube/errors.ts';
 import {
   MACHINE_UPDATE_FAILURES,
   MANAGED_BY,

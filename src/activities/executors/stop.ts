@@ -5,7 +5,8 @@
 // whether the executor had started on the node at all: the workflow keeps a
 // touched node cordoned and marked, and gives an untouched one back.
 import { BatchV1Api, CoreV1Api, type KubeConfig, type V1JobStatus } from '@kubernetes/client-node';
-import { apiClient, isNotFound } from '../kube.ts';
+import { apiClient } from '../../platform/kube/clients.ts';
+import { isNotFound } from '../../platform/kube/errors.ts';
 import type { ExecutorKind, NodeUpgradeStopped } from '../machine-update-types.ts';
 import { deleteUpgradeJob } from './job.ts';
 import { lastFailedPodLog } from './job-pods.ts';

@@ -25,7 +25,7 @@
 import { AsyncCompletionClient, type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { createActivities } from '../../../src/activities/index.ts';
 import type { JobExecutorConfig } from '../../../src/activities/executors/job.ts';
-import { managementKubeConfig } from '../../../src/activities/kube.ts';
+import { managementKubeConfig } from '../../../src/platform/kube/clients.ts';
 import { NodeUpgradeWatch } from '../../../src/activities/node-upgrade-watch.ts';
 import { defaultHandlerName, HOOKS_API_VERSION } from '../../../src/api/contract.ts';
 import { hookPath } from '../../../src/api/hook-route.ts';
@@ -43,10 +43,11 @@ import { callHook } from '../../../support/capi-client.ts';
 import {
   CAPI_API_VERSION,
   CAPI_GROUP,
+  CAPI_VERSION,
   CLUSTER_NAME_LABEL,
   createCapiObject,
   createNamespace,
-  MACHINE_CONTROL_PLANE_LABEL,
+  CONTROL_PLANE_LABEL,
   managementApi,
   mergePatch,
   testbed,
@@ -174,7 +175,7 @@ function cleanedUp(o: Obj) {
   };
 }
 
-function capiRef(kind: string, namespace: string, group = CAPI_GROUP, version = CAPI_API_VERSION) {
+function capiRef(kind: string, namespace: string, group = CAPI_GROUP, version = CAPI_VERSION) {
   return { group, version, namespace, plural: `${kind.toLowerCase()}s` };
 }
 
@@ -206,7 +207,7 @@ export async function startCapiDriver(o: DriverOptions): Promise<CapiDriver> {
       namespace,
       labels: {
         [CLUSTER_NAME_LABEL]: cluster,
-        ...(n.role === 'control-plane' ? { [MACHINE_CONTROL_PLANE_LABEL]: '' } : {}),
+        ...(n.role === 'control-plane' ? { [CONTROL_PLANE_LABEL]: '' } : {}),
       },
       ...(annotations ? { annotations } : {}),
     },
@@ -241,7 +242,7 @@ export async function startCapiDriver(o: DriverOptions): Promise<CapiDriver> {
       },
     });
     await createCapiObject(mg.custom, {
-      apiVersion: `${CAPI_GROUP}/${CAPI_API_VERSION}`,
+      apiVersion: CAPI_API_VERSION,
       kind: 'Cluster',
       metadata: { name: cluster, namespace, labels: { [CLUSTER_NAME_LABEL]: cluster } },
       spec: {
@@ -259,7 +260,7 @@ export async function startCapiDriver(o: DriverOptions): Promise<CapiDriver> {
       const selector = { [CLUSTER_NAME_LABEL]: cluster, [DEPLOYMENT_NAME_LABEL]: deploymentName };
       // In place only with maxSurge 0 / maxUnavailable ≥ 1 (docs/in-place-updates.md, Setup).
       await createCapiObject(mg.custom, {
-        apiVersion: `${CAPI_GROUP}/${CAPI_API_VERSION}`,
+        apiVersion: CAPI_API_VERSION,
         kind: 'MachineDeployment',
         metadata: { name: deploymentName, namespace, labels: { [CLUSTER_NAME_LABEL]: cluster } },
         spec: {
@@ -285,9 +286,7 @@ export async function startCapiDriver(o: DriverOptions): Promise<CapiDriver> {
       const name = machines[n.name]!;
       const labels = {
         [CLUSTER_NAME_LABEL]: cluster,
-        ...(n.role === 'control-plane'
-          ? { [MACHINE_CONTROL_PLANE_LABEL]: '' }
-          : { [DEPLOYMENT_NAME_LABEL]: deploymentName }),
+        ...(n.role === 'control-plane' ? { [CONTROL_PLANE_LABEL]: '' } : { [DEPLOYMENT_NAME_LABEL]: deploymentName }),
       };
       await mg.custom.createNamespacedCustomObject({
         ...kcRef,
@@ -299,7 +298,7 @@ export async function startCapiDriver(o: DriverOptions): Promise<CapiDriver> {
         },
       });
       await createCapiObject(mg.custom, {
-        apiVersion: `${CAPI_GROUP}/${CAPI_API_VERSION}`,
+        apiVersion: CAPI_API_VERSION,
         kind: 'Machine',
         metadata: { name, namespace, labels },
         spec: {
