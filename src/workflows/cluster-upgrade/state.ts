@@ -28,10 +28,15 @@ import {
   type PolicyUpdate,
   type UpgradeCondition,
   type UpgradePhase,
+  type UpgradeReadiness,
   type VersionHistory,
 } from '../../model/cluster-upgrade.ts';
+import { blockingText, readinessEvent } from '../../domain/readiness-recheck.ts';
 import { EventChain } from '../event-chain.ts';
-import { UpgradePhase as UpgradePhaseAttribute } from '../../model/search-attributes.ts';
+import {
+  UpgradePhase as UpgradePhaseAttribute,
+  UpgradeReadiness as UpgradeReadinessAttribute,
+} from '../../model/search-attributes.ts';
 
 export const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -40,6 +45,12 @@ const POLICY_CHANGES_KEPT = 20;
 
 /** A run continues as new at this history length: well under 2,000 events, whatever the wait. */
 export const CONTINUE_AS_NEW_AT_EVENTS = 1_500;
+
+/** The memo's share of a report: no time, so a re-check that finds the same adds no history. */
+function readinessMemo(r: UpgradeReadiness): NonNullable<ClusterUpgradeMemo['readiness']> {
+  const blocked = blockingText(r.checks);
+  return { verdict: r.verdict, ...(blocked.length ? { blocked } : {}) };
+}
 
 export class UpgradeState {
   readonly status: ClusterUpgradeStatus;
@@ -61,6 +72,7 @@ export class UpgradeState {
   private currentStep: string | undefined;
   private lastMemo = '';
   private lastPhase: UpgradePhase | undefined;
+  private lastReadiness: UpgradeReadiness['verdict'] | undefined;
   /** Kubernetes Events on the Cluster for each phase and gate change; awaited before the run ends. */
   readonly events: EventChain<ClusterEventInput>;
   private eventSeq = 0;
@@ -106,6 +118,7 @@ export class UpgradeState {
       ...(s.policyHash ? { policyHash: s.policyHash } : {}),
       gates: s.gates,
       ...(s.overrides?.length ? { overrides: s.overrides.map((o) => `${o.gate}: ${o.reason}`) } : {}),
+      ...(s.readiness ? { readiness: readinessMemo(s.readiness) } : {}),
     };
     const text = JSON.stringify(memo);
     // Only real changes reach history: polling must not grow it.
@@ -117,6 +130,26 @@ export class UpgradeState {
       upsertSearchAttributes([{ key: UpgradePhaseAttribute, value: s.phase }]);
       this.lastPhase = s.phase;
     }
+    // Absent until the first re-check: histories from before re-checks upsert nothing new.
+    if (s.readiness && s.readiness.verdict !== this.lastReadiness) {
+      upsertSearchAttributes([{ key: UpgradeReadinessAttribute, value: s.readiness.verdict }]);
+      this.lastReadiness = s.readiness.verdict;
+    }
+  }
+
+  /**
+   * A new readiness report: kept in the status, the memo and the search attribute, a condition
+   * `Readiness`, and an Event when the verdict changed (a first report only when it is not Ready).
+   */
+  setReadiness(report: Omit<UpgradeReadiness, 'checkedAt'>, at: number): void {
+    const before = this.status.readiness?.verdict;
+    this.status.readiness = { verdict: report.verdict, checkedAt: iso(at), checks: report.checks };
+    const conditionStatus = report.verdict === 'Ready' ? 'True' : report.verdict === 'Blocked' ? 'False' : 'Unknown';
+    const e = readinessEvent(this.status.targetVersion, report.verdict, report.checks);
+    this.setCondition(this.status.conditions, 'Readiness', conditionStatus, report.verdict, e.message, true);
+    if (before !== report.verdict && (before !== undefined || report.verdict !== 'Ready'))
+      this.event('UpgradeReadinessChanged', e.type, e.message);
+    this.publish();
   }
 
   /** One Event per change (never per repeated message): keyed by run and sequence, so a retried activity adds none. */
