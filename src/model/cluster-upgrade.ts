@@ -272,8 +272,8 @@ export interface ClusterUpgradeMemo {
   gates: Record<string, Gate>;
   /** Gates overridden so far, `<gate>: <reason>` (set once one was). */
   overrides?: string[];
-  /** The last readiness verdict while the upgrade waits to start, and what blocks it (bounded; no time). */
-  readiness?: { verdict: ReadinessVerdict; blocked?: string[] };
+  /** The last readiness verdict while the upgrade waits to start, each check's, and what blocks it (bounded; no time). */
+  readiness?: { verdict: ReadinessVerdict; checks?: Record<string, ReadinessVerdict>; blocked?: string[] };
 }
 
 export const CLUSTER_UPGRADE_MEMO_KEY = 'upgrade';

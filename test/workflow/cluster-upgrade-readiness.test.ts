@@ -10,6 +10,8 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { READINESS_CHECKS } from '../../src/domain/readiness.ts';
 import type { ClusterUpgradeMemo, ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
 import { PDB_HOLD } from '../support/readiness-stubs.ts';
+import { upgradeReadinessChecks } from '../../src/ops/metrics.ts';
+import { refreshVisibilityGauges } from '../../src/ops/visibility-gauges.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { waitFor } from '../support/wait.ts';
 import {
@@ -72,7 +74,11 @@ describe('readiness while an upgrade waits to start', () => {
       () => describeRun(h!),
       (d) => d.memo?.readiness?.verdict === 'Blocked',
     );
-    expect(seen.memo?.readiness).toEqual({ verdict: 'Blocked', blocked: [`drain: ${drainOf(blocked)?.message}`] });
+    expect(seen.memo?.readiness).toEqual({
+      verdict: 'Blocked',
+      checks: Object.fromEntries(blocked.readiness?.checks.map((c) => [c.check, c.verdict]) ?? []),
+      blocked: [`drain: ${drainOf(blocked)?.message}`],
+    });
     expect(seen.attributes).toMatchObject({ CapiUpgradeReadiness: ['Blocked'] });
     const listed = await waitFor(
       async () => {
@@ -84,6 +90,12 @@ describe('readiness while an upgrade waits to start', () => {
       (ids) => ids.length > 0,
     );
     expect(listed).toEqual([h.workflowId]);
+    // The metric per check, from the same memos.
+    await refreshVisibilityGauges(h.client);
+    const gauge = (await upgradeReadinessChecks.get()).values;
+    expect(
+      gauge.find((v) => v.labels.check === 'drain' && v.labels.verdict === 'Blocked')?.value,
+    ).toBeGreaterThanOrEqual(1);
     // The gate still says what it waits for (CAPI comes back when the wait ends, up to the cap).
     const again = await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations });
     expect(again).toMatchObject({ message: first.message, retryAfterSeconds: 60 });
@@ -112,7 +124,8 @@ describe('readiness while an upgrade waits to start', () => {
       () => describeRun(h!),
       (d) => d.memo?.readiness?.verdict === 'Ready',
     );
-    expect(readyRun.memo?.readiness).toEqual({ verdict: 'Ready' });
+    expect(readyRun.memo?.readiness).toMatchObject({ verdict: 'Ready', checks: { drain: 'Ready' } });
+    expect(readyRun.memo?.readiness?.blocked).toBeUndefined();
     expect(readyRun.attributes).toMatchObject({ CapiUpgradeReadiness: ['Ready'] });
     await waitFor(
       async () => readinessEvents(h!),

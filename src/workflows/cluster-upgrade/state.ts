@@ -49,7 +49,8 @@ export const CONTINUE_AS_NEW_AT_EVENTS = 1_500;
 /** The memo's share of a report: no time, so a re-check that finds the same adds no history. */
 function readinessMemo(r: UpgradeReadiness): NonNullable<ClusterUpgradeMemo['readiness']> {
   const blocked = blockingText(r.checks);
-  return { verdict: r.verdict, ...(blocked.length ? { blocked } : {}) };
+  const checks = Object.fromEntries(r.checks.map((c) => [c.check, c.verdict]));
+  return { verdict: r.verdict, checks, ...(blocked.length ? { blocked } : {}) };
 }
 
 export class UpgradeState {
