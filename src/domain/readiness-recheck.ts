@@ -2,6 +2,7 @@
 // when the next re-check is due, the plan check of an upgrade CAPI already
 // planned, and the words the report leaves in the memo, the Event and the
 // gate. Pure: the cluster upgrade workflow passes its clock and its state.
+import type { ClusterUpgradeMemo } from '../model/cluster-upgrade.ts';
 import { defaultAndValidateUpgradePlan } from './upgrade-plan-validator.ts';
 import { unknownCheck, type EffectivePlan, type ReadinessCheck, type Verdict } from './readiness.ts';
 
@@ -101,4 +102,14 @@ export function readinessEvent(
 /** What the gate adds at the window when the last report was Blocked: the report's own words. */
 export function readinessGateText(checks: readonly Check[]): string {
   return `readiness Blocked: ${blockingText(checks).join('; ')}`;
+}
+
+/** The memo's share of a report: no time, so a re-check that finds the same adds no history. */
+export function readinessMemo(r: {
+  verdict: Verdict;
+  checks: readonly Check[];
+}): NonNullable<ClusterUpgradeMemo['readiness']> {
+  const blocked = blockingText(r.checks);
+  const checks = Object.fromEntries(r.checks.map((c) => [c.check, c.verdict]));
+  return { verdict: r.verdict, checks, ...(blocked.length ? { blocked } : {}) };
 }

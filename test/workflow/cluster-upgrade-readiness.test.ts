@@ -7,6 +7,7 @@
 // policy's shortest, 10 s, and the hour-before check is placed seconds ahead; the timing itself is
 // tested in test/unit/readiness-recheck.test.ts.
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { randomUUID } from 'node:crypto';
 import { READINESS_CHECKS } from '../../src/domain/readiness.ts';
 import type { ClusterUpgradeMemo, ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
 import { PDB_HOLD } from '../support/readiness-stubs.ts';
@@ -190,5 +191,50 @@ describe('readiness while an upgrade waits to start', () => {
     expect(warning?.message).toBe(`BeforeClusterUpgrade v1.33.0: readiness Blocked: drain: ${drain}`);
     // Started: no more re-checks.
     expect(h.activities.calls.surveys).toBe(2);
+  }, 90_000);
+
+  it('never lets a re-check that hangs delay the start, nor an abort', async () => {
+    h = await startUpgradeHarness();
+    let surveysCancelled = 0;
+    h.activities.survey = async () => {
+      try {
+        return await hangUntilCancelled();
+      } finally {
+        surveysCancelled++;
+      }
+    };
+    await h.startWorker();
+    const annotations = { [`${P}upgrade-at`]: iso(Date.now() + 6_000) };
+    // The first check starts with the wait and hangs on the workload cluster: upgradeAt starts the upgrade anyway.
+    const done = await h.pollUntilDone('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations });
+    expect(done).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect(h.activities.calls.surveys).toBe(1);
+    await waitFor(
+      async () => surveysCancelled,
+      (n) => n === 1,
+    );
+    const s = await h.status();
+    expect(s.readiness).toBeUndefined();
+
+    // An abort while a check hangs: Aborted at once, the check cancelled.
+    const uid = randomUUID();
+    const later = { [`${P}upgrade-at`]: iso(Date.now() + 2 * HOUR) };
+    await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations: later, uid });
+    await waitFor(
+      async () => h!.activities.calls.surveys,
+      (n) => n === 2,
+    );
+    const handle = h.client.workflow.getHandle(`cluster-upgrade/${h.ref.namespace}/${h.ref.name}/${uid}`);
+    await handle.signal('abort', { reason: 'not this week' });
+    const aborted = await waitFor(
+      () => h!.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations: later, uid }),
+      (a) => a.status === 'Failure',
+    );
+    expect(aborted.message).toBe('upgrade to v1.33.0 aborted: not this week; signal "resume" to continue');
+    await waitFor(
+      async () => surveysCancelled,
+      (n) => n === 2,
+    );
+    expect(surveysCancelled).toBe(2);
   }, 90_000);
 });

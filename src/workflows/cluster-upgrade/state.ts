@@ -31,7 +31,7 @@ import {
   type UpgradeReadiness,
   type VersionHistory,
 } from '../../model/cluster-upgrade.ts';
-import { blockingText, readinessEvent } from '../../domain/readiness-recheck.ts';
+import { readinessEvent, readinessMemo } from '../../domain/readiness-recheck.ts';
 import { EventChain } from '../event-chain.ts';
 import {
   UpgradePhase as UpgradePhaseAttribute,
@@ -45,13 +45,6 @@ const POLICY_CHANGES_KEPT = 20;
 
 /** A run continues as new at this history length: well under 2,000 events, whatever the wait. */
 export const CONTINUE_AS_NEW_AT_EVENTS = 1_500;
-
-/** The memo's share of a report: no time, so a re-check that finds the same adds no history. */
-function readinessMemo(r: UpgradeReadiness): NonNullable<ClusterUpgradeMemo['readiness']> {
-  const blocked = blockingText(r.checks);
-  const checks = Object.fromEntries(r.checks.map((c) => [c.check, c.verdict]));
-  return { verdict: r.verdict, checks, ...(blocked.length ? { blocked } : {}) };
-}
 
 export class UpgradeState {
   readonly status: ClusterUpgradeStatus;
