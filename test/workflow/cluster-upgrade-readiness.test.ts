@@ -84,7 +84,7 @@ describe('readiness while an upgrade waits to start', () => {
     const listed = await waitFor(
       async () => {
         const ids: string[] = [];
-        const query = `CapiUpgradeReadiness = "Blocked" AND CapiClusterNamespace = "${h!.ref.namespace}"`;
+        const query = `CapiUpgradeReadiness = "Blocked" AND CapiUpgradePhase = "Pending" AND CapiClusterNamespace = "${h!.ref.namespace}"`;
         for await (const w of h!.client.workflow.list({ query })) ids.push(w.workflowId);
         return ids;
       },
