@@ -35,6 +35,7 @@ export type ClusterEventReason =
   | 'UpgradeCompleted'
   | 'UpgradeGateOverridden'
   | 'UpgradeGateWarning'
+  | 'UpgradeReadinessChanged'
   | 'UpgradeHeldByAlerts'
   | 'AlertSilenceCreated'
   | 'AlertSilenceExpired'

@@ -102,6 +102,10 @@ function statusText(r: UpgradeReport): string {
   if (schedule?.freeze)
     out.push(`freeze:    "${schedule.freeze.reason}" (${schedule.freeze.from} to ${schedule.freeze.to})`);
   if (schedule?.nextWindowOpens) out.push(`calendar:  next opens ${schedule.nextWindowOpens}`);
+  const readiness = r.status?.readiness;
+  if (readiness)
+    out.push(`readiness: ${readiness.verdict} (checked ${readiness.checkedAt}; the Readiness condition says why)`);
+  else if (r.memo?.readiness) out.push(`readiness: ${r.memo.readiness.verdict}`);
   out.push(...holdLines(r));
   out.push(`workflow:  ${r.run.workflowId} (run ${r.run.runId}, ${r.run.status})`);
   if (!r.status) out.push('(no worker answered the status query: showing the memo)');

@@ -40,6 +40,7 @@ export const policyKeys = {
   blockingPdbPolicy: key('blockingPdbPolicy', 'blocking-pdb-policy'),
   healthCheckTimeout: key('healthCheckTimeout', 'health-check-timeout'),
   removedApiPolicy: key('removedApiPolicy', 'removed-api-policy'),
+  readinessInterval: key('readinessInterval', 'readiness-interval'),
 } as const;
 
 /** Settings only: which settings an annotation may not loosen (comma-separated setting names, or `*`). */
@@ -85,6 +86,7 @@ export const POLICY_VALUE_LIMITS: Readonly<Record<string, ValueLimit>> = {
   blockingPdbPolicy: SCALAR,
   healthCheckTimeout: SCALAR,
   removedApiPolicy: SCALAR,
+  readinessInterval: SCALAR,
   alertPrometheusUrl: URL_LIMIT,
   alertmanagerUrl: URL_LIMIT,
   alertAllowedUrls: { chars: 8192, items: 32, separator: ',' },

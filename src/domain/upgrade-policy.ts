@@ -9,6 +9,7 @@ import { parseGoDuration } from './durations.ts';
 import { resolveAlertPolicy } from './alert-policy.ts';
 import { parseFreezes, parseTimeZone, parseWindows, windowsText } from './calendar.ts';
 import { authorizeGateOverride, parseGateOverride } from './gate-overrides.ts';
+import { MAX_READINESS_INTERVAL_MS, MIN_READINESS_INTERVAL_MS } from './readiness-recheck.ts';
 import {
   lookupPolicy,
   lookupPolicyBoth,
@@ -158,6 +159,14 @@ export function resolveUpgradePolicy(sources: PolicySources): UpgradePolicyResul
       rankedTighter(['off', 'warn', 'fail']),
     );
     if (removedApis !== undefined) policy.removedApiPolicy = removedApis;
+    const readiness = read(policyKeys.readinessInterval, (v) => {
+      if (v === 'off' || v === '0') return 0;
+      const ms = parseGoDuration(v);
+      if (ms === undefined || ms < MIN_READINESS_INTERVAL_MS || ms > MAX_READINESS_INTERVAL_MS)
+        return problem('expected off or a duration from 10s to 24h, e.g. 15m');
+      return ms;
+    });
+    if (readiness !== undefined) policy.readinessIntervalMs = readiness;
     const override = parseGateOverride(sources.annotations);
     if (!override.ok) throw new PolicyError(override.message);
     if (override.value) policy.gateOverride = authorizeGateOverride(override.value, sources);

@@ -44,6 +44,11 @@ export interface UpgradePolicy {
   /** The removed-API gate (domain/deprecated-apis.ts); unset = DEFAULT_REMOVED_API_POLICY. */
   removedApiPolicy?: RemovedApiPolicy;
   /**
+   * How often readiness is re-checked while the upgrade waits to start; 0 = never. Unset = the
+   * default (domain/readiness-recheck.ts), so a policy without it keeps its hash.
+   */
+  readinessIntervalMs?: number;
+  /**
    * Gates overridden for this cluster, why (annotations override-gates / override-reason), and who
    * granted it (the setting gateOverrideNamespaces; absent in policies resolved before grants).
    */
@@ -212,6 +217,18 @@ export interface ClusterUpgradeStatus {
   overrides?: GateOverrideRecord[];
   /** What the alert gate holds and the silence open for the running step (model/alerts.ts). */
   alerts?: AlertGateStatus;
+  /** The last readiness check made while the upgrade waited to start (policy readinessInterval). */
+  readiness?: UpgradeReadiness;
+}
+
+export type ReadinessVerdict = 'Ready' | 'Blocked' | 'Unknown';
+
+/** A readiness report as the upgrade keeps it (domain/readiness.ts makes it). */
+export interface UpgradeReadiness {
+  verdict: ReadinessVerdict;
+  /** When the checks ran (each re-check replaces the report). */
+  checkedAt: string;
+  checks: { check: string; verdict: ReadinessVerdict; message: string }[];
 }
 
 export interface RemovedApiVerdict {
@@ -255,6 +272,8 @@ export interface ClusterUpgradeMemo {
   gates: Record<string, Gate>;
   /** Gates overridden so far, `<gate>: <reason>` (set once one was). */
   overrides?: string[];
+  /** The last readiness verdict while the upgrade waits to start, each check's, and what blocks it (bounded; no time). */
+  readiness?: { verdict: ReadinessVerdict; checks?: Record<string, ReadinessVerdict>; blocked?: string[] };
 }
 
 export const CLUSTER_UPGRADE_MEMO_KEY = 'upgrade';

@@ -15,6 +15,9 @@ export const NodeName = defineSearchAttributeKey('CapiNodeName', SearchAttribute
 /** The fleet rollout: on the rollout and on the cluster upgrades it started. */
 export const FleetRollout = defineSearchAttributeKey('CapiFleetRollout', SearchAttributeType.KEYWORD);
 
+/** The last readiness verdict of an upgrade waiting to start: Ready, Blocked or Unknown. */
+export const UpgradeReadiness = defineSearchAttributeKey('CapiUpgradeReadiness', SearchAttributeType.KEYWORD);
+
 /** Every key the project registers on the Temporal namespace at start. */
 export const allSearchAttributeKeys = [
   ClusterNamespace,
@@ -24,6 +27,7 @@ export const allSearchAttributeKeys = [
   MachineName,
   NodeName,
   FleetRollout,
+  UpgradeReadiness,
 ] as const;
 
 /** What a machine update run carries from its start: the api and the slots workflow start runs alike. */

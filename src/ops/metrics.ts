@@ -76,6 +76,13 @@ export const upgradesDelayed = new Gauge({
   registers: [registry],
 });
 
+export const upgradeReadinessChecks = new Gauge({
+  name: 'capi_upgrade_cluster_upgrade_readiness_checks',
+  help: "Cluster upgrades waiting to start, by readiness check (plan, removed-apis, drain, version-skew, health, calendar) and that check's verdict in their last re-check (Ready, Blocked, Unknown; from the memos in Temporal visibility, refreshed every 30 s).",
+  labelNames: ['check', 'verdict'] as const,
+  registers: [registry],
+});
+
 export const machineUpdatesInFlight = new Gauge({
   name: 'capi_upgrade_machine_updates_in_flight',
   help: 'Running in-place machine update workflows by phase (from Temporal visibility, refreshed every 30 s).',

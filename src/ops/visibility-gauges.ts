@@ -1,13 +1,21 @@
-// Gauges read from Temporal visibility: running cluster upgrades (and those
-// delayed, from their memo) and machine updates by phase (the CapiUpgradePhase search attribute the workflows keep
-// current), and each running fleet rollout's clusters by state (its memo). One list call per refresh, off any request path; a failed refresh
+// Gauges read from Temporal visibility: running cluster upgrades (those delayed,
+// and each readiness check's verdict of those waiting to start, from their memo)
+// and machine updates by phase (the CapiUpgradePhase search attribute the
+// workflows keep current), and each running fleet rollout's clusters by state
+// (its memo). One list call per refresh, off any request path; a failed refresh
 // keeps the last figures (the temporal_reachable metric says why).
 import type { Client } from '@temporalio/client';
 import { CLUSTER_UPGRADE_MEMO_KEY, type ClusterUpgradeMemo } from '../model/cluster-upgrade.ts';
 import { FLEET_ROLLOUT_MEMO_KEY, type FleetRolloutMemo } from '../model/fleet-rollout.ts';
 import { UpgradePhase } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
-import { machineUpdatesInFlight, rolloutClusters, upgradesByPhase, upgradesDelayed } from './metrics.ts';
+import {
+  machineUpdatesInFlight,
+  rolloutClusters,
+  upgradeReadinessChecks,
+  upgradesByPhase,
+  upgradesDelayed,
+} from './metrics.ts';
 
 const QUERY = `ExecutionStatus = 'Running' AND WorkflowType IN ('${workflowTypes.clusterUpgrade}', '${workflowTypes.machineUpdate}', '${workflowTypes.fleetRollout}')`;
 /** A fleet is thousands, not millions: past this the figures stop growing rather than the scrape. */
@@ -17,6 +25,8 @@ export async function refreshVisibilityGauges(client: Client): Promise<void> {
   const upgrades = new Map<string, number>();
   const updates = new Map<string, number>();
   const rollouts = new Map<string, FleetRolloutMemo['counts']>();
+  /** `check verdict` → upgrades waiting to start whose last re-check says so. */
+  const readiness = new Map<string, number>();
   let delayed = 0;
   let n = 0;
   for await (const wf of client.workflow.list({ query: QUERY, pageSize: 1_000 })) {
@@ -31,12 +41,20 @@ export async function refreshVisibilityGauges(client: Client): Promise<void> {
     if (wf.type === workflowTypes.clusterUpgrade) {
       const memo = wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
       if (memo?.delayed && memo.phase === 'Pending') delayed++;
+      if (memo?.phase === 'Pending')
+        for (const [check, verdict] of Object.entries(memo.readiness?.checks ?? {}))
+          readiness.set(`${check} ${verdict}`, (readiness.get(`${check} ${verdict}`) ?? 0) + 1);
     }
     if (++n >= MAX_COUNTED) break;
   }
   upgradesByPhase.reset();
   for (const [phase, count] of upgrades) upgradesByPhase.set({ phase }, count);
   upgradesDelayed.set(delayed);
+  upgradeReadinessChecks.reset();
+  for (const [key, count] of readiness) {
+    const [check = '', verdict = ''] = key.split(' ');
+    upgradeReadinessChecks.set({ check, verdict }, count);
+  }
   machineUpdatesInFlight.reset();
   for (const [phase, count] of updates) machineUpdatesInFlight.set({ phase }, count);
   rolloutClusters.reset();

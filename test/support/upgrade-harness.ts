@@ -25,14 +25,18 @@ import {
   type ReservedCapacity,
 } from '../../src/model/cluster-upgrade.ts';
 import type { AlertActivities, AlertCheckInput } from '../../src/activities/alert-types.ts';
+import type { DrainSurvey, ReadinessActivities } from '../../src/activities/readiness-types.ts';
 import type { AlertReport } from '../../src/model/alerts.ts';
 import { expect } from '@jest/globals';
 import { callHook } from '../../support/capi-client.ts';
 import { cluster } from '../../support/capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from './hook-server.ts';
+import { drainSurvey } from './readiness-stubs.ts';
 import { createTestWorker, testClient } from './temporal.ts';
 
-export interface StubUpgradeActivities extends UpgradeActivities, AlertActivities {
+export interface StubUpgradeActivities extends UpgradeActivities, AlertActivities, ReadinessActivities {
+  /** What the next drain surveys of the readiness re-checks find (default: two nodes, nothing blocking). */
+  survey: () => DrainSurvey | Promise<DrainSurvey>;
   /** What the next alert checks report (the alert gate; default: nothing fires). */
   alerts: (input: AlertCheckInput) => AlertReport | Promise<AlertReport>;
   /** What the next health probes report (replace to make checks fail, throw or hang). */
@@ -52,6 +56,8 @@ export interface StubUpgradeActivities extends UpgradeActivities, AlertActivitie
     /** Events recorded on the Cluster, in order. */
     events: ClusterEventInput[];
     deprecatedApis: number;
+    /** Drain surveys of the readiness re-checks. */
+    surveys: number;
     alertChecks: number;
     /** Comments of the silences asked for and expired, in order. */
     silencesEnsured: string[];
@@ -78,6 +84,9 @@ export async function hangUntilCancelled(): Promise<never> {
   throw new Error('unreachable');
 }
 
+/** The harness's workload cluster (kubelets at the upgrade's from version); `pdbs` hold w-1's drain. */
+export const readySurvey = (pdbs: Parameters<typeof drainSurvey>[0] = []) => drainSurvey(pdbs, 'v1.30.5');
+
 export function stubUpgradeActivities(): StubUpgradeActivities {
   const calls = {
     health: [] as HealthCheckInput[],
@@ -87,6 +96,7 @@ export function stubUpgradeActivities(): StubUpgradeActivities {
     cancelled: 0,
     events: [] as ClusterEventInput[],
     deprecatedApis: 0,
+    surveys: 0,
     alertChecks: 0,
     silencesEnsured: [] as string[],
     silencesExpired: [] as string[],
@@ -98,6 +108,14 @@ export function stubUpgradeActivities(): StubUpgradeActivities {
     capacity: () => ({ ready: true, pending: [] }),
     event: () => {},
     deprecatedApis: () => ({ uses: [], malformed: 0, dropped: 0 }),
+    survey: () => readySurvey(),
+    async readinessTarget() {
+      return { version: 'v1.30.5', annotations: {} };
+    },
+    async surveyDrain() {
+      calls.surveys++;
+      return await stub.survey();
+    },
     async checkDeprecatedApis() {
       calls.deprecatedApis++;
       return await stub.deprecatedApis();

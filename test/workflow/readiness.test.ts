@@ -5,36 +5,20 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import type { DrainSurvey, ReadinessActivities } from '../../src/activities/readiness-types.ts';
+import type { ReadinessActivities } from '../../src/activities/readiness-types.ts';
 import type { UpgradeActivities } from '../../src/activities/upgrade-types.ts';
 import { READINESS_CHECKS, type ReadinessReport } from '../../src/domain/readiness.ts';
 import { readinessWorkflowId, type ReadinessInput } from '../../src/model/readiness.ts';
 import { workflowTypes } from '../../src/model/workflow-types.ts';
 import { readinessReportQuery } from '../../src/workflows/messages.ts';
 import { capiUpgrades } from '../support/cli.ts';
+import { drainSurvey, PDB_HOLD } from '../support/readiness-stubs.ts';
 import { startTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
 
 type Stubbed = ReadinessActivities & Pick<UpgradeActivities, 'checkDeprecatedApis' | 'checkClusterHealth'>;
 
-const EMPTY = { names: [], total: 0 };
-const survey = (pdbs: DrainSurvey['simulation']['nodes'][number]['pdbs'] = []): DrainSurvey => ({
-  kubelets: [
-    { node: 'cp-1', version: 'v1.33.0', controlPlane: true },
-    { node: 'w-1', version: 'v1.33.0', controlPlane: false },
-  ],
-  simulation: {
-    nodes: [
-      { node: 'cp-1', evict: EMPTY, skip: EMPTY, blockers: EMPTY, pdbs: [] },
-      { node: 'w-1', evict: { names: ['shop/web-a', 'shop/web-b'], total: 2 }, skip: EMPTY, blockers: EMPTY, pdbs },
-    ],
-    totals: { nodes: 2, held: pdbs.length > 0 ? 1 : 0, evict: 2, skip: 0 },
-  },
-});
-const HOLD = {
-  pdb: 'shop/web',
-  reason: 'minAvailable 2 with 2 healthy: evicting one leaves 1',
-  covers: { names: ['shop/web-a', 'shop/web-b'], total: 2 },
-};
+const survey = (pdbs: Parameters<typeof drainSurvey>[0] = []) => drainSurvey(pdbs);
+const HOLD = PDB_HOLD;
 
 describe('readinessWorkflow', () => {
   let client: Client;

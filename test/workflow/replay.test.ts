@@ -55,6 +55,7 @@ describe('replay of recorded histories', () => {
         'cluster-upgrade-superseded.json',
         'cluster-upgrade-deleted-during-upgrade.json',
         'cluster-upgrade-continued-mid-wait.json',
+        'cluster-upgrade-readiness-rechecked.json',
         'machine-update.json',
         'machine-update-aborted-while-queued.json',
         'machine-update-failed-and-retried.json',

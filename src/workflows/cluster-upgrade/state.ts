@@ -28,10 +28,15 @@ import {
   type PolicyUpdate,
   type UpgradeCondition,
   type UpgradePhase,
+  type UpgradeReadiness,
   type VersionHistory,
 } from '../../model/cluster-upgrade.ts';
+import { readinessEvent, readinessMemo } from '../../domain/readiness-recheck.ts';
 import { EventChain } from '../event-chain.ts';
-import { UpgradePhase as UpgradePhaseAttribute } from '../../model/search-attributes.ts';
+import {
+  UpgradePhase as UpgradePhaseAttribute,
+  UpgradeReadiness as UpgradeReadinessAttribute,
+} from '../../model/search-attributes.ts';
 
 export const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -61,6 +66,7 @@ export class UpgradeState {
   private currentStep: string | undefined;
   private lastMemo = '';
   private lastPhase: UpgradePhase | undefined;
+  private lastReadiness: UpgradeReadiness['verdict'] | undefined;
   /** Kubernetes Events on the Cluster for each phase and gate change; awaited before the run ends. */
   readonly events: EventChain<ClusterEventInput>;
   private eventSeq = 0;
@@ -106,6 +112,7 @@ export class UpgradeState {
       ...(s.policyHash ? { policyHash: s.policyHash } : {}),
       gates: s.gates,
       ...(s.overrides?.length ? { overrides: s.overrides.map((o) => `${o.gate}: ${o.reason}`) } : {}),
+      ...(s.readiness ? { readiness: readinessMemo(s.readiness) } : {}),
     };
     const text = JSON.stringify(memo);
     // Only real changes reach history: polling must not grow it.
@@ -117,6 +124,26 @@ export class UpgradeState {
       upsertSearchAttributes([{ key: UpgradePhaseAttribute, value: s.phase }]);
       this.lastPhase = s.phase;
     }
+    // Absent until the first re-check: histories from before re-checks upsert nothing new.
+    if (s.readiness && s.readiness.verdict !== this.lastReadiness) {
+      upsertSearchAttributes([{ key: UpgradeReadinessAttribute, value: s.readiness.verdict }]);
+      this.lastReadiness = s.readiness.verdict;
+    }
+  }
+
+  /**
+   * A new readiness report: kept in the status, the memo and the search attribute, a condition
+   * `Readiness`, and an Event when the verdict changed (a first report only when it is not Ready).
+   */
+  setReadiness(report: Omit<UpgradeReadiness, 'checkedAt'>, at: number): void {
+    const before = this.status.readiness?.verdict;
+    this.status.readiness = { verdict: report.verdict, checkedAt: iso(at), checks: report.checks };
+    const conditionStatus = report.verdict === 'Ready' ? 'True' : report.verdict === 'Blocked' ? 'False' : 'Unknown';
+    const e = readinessEvent(this.status.targetVersion, report.verdict, report.checks);
+    this.setCondition(this.status.conditions, 'Readiness', conditionStatus, report.verdict, e.message, true);
+    if (before !== report.verdict && (before !== undefined || report.verdict !== 'Ready'))
+      this.event('UpgradeReadinessChanged', e.type, e.message);
+    this.publish();
   }
 
   /** One Event per change (never per repeated message): keyed by run and sequence, so a retried activity adds none. */

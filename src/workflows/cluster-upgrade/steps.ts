@@ -11,9 +11,10 @@ import type {
 } from '../../activities/upgrade-types.ts';
 import { formatDuration } from '../../domain/durations.ts';
 import { PRE_HEALTH_CHECK_RUNNING, upgradeAtWaitingFor } from '../../domain/upgrade-schedule.ts';
-import { gateKey, type HookCall, type UpgradeCondition } from '../../model/cluster-upgrade.ts';
+import { capiMessage, gateKey, type HookCall, type UpgradeCondition } from '../../model/cluster-upgrade.ts';
 import { expectedFailure, failureCause } from '../failures.ts';
 import { removedApiGate } from './gates.ts';
+import { readinessAtStart, readinessDue, recheckWhileWaiting } from './readiness.ts';
 import { alertGate, closeSilence, openSilence } from './alerts.ts';
 import { delayCheck, maintenanceHold, started } from './schedule.ts';
 import { iso, type UpgradeState } from './state.ts';
@@ -68,11 +69,21 @@ export async function beginUpgrade(s: UpgradeState, call: HookCall): Promise<boo
     const delay = delayCheck(s, notBefore, now);
     s.setCondition(status.conditions, 'Scheduled', 'False', 'Waiting', waitingFor);
     s.setGate(call, 'Waiting', `${call.hook} ${call.version}: ${delay.prefix}${waitingFor}`);
-    await s.wait(Math.min(waitUntil, deadline ?? Infinity, delay.wakeAt ?? Infinity) - now);
+    const end = Math.min(waitUntil, deadline ?? Infinity, delay.wakeAt ?? Infinity);
+    const readiness = readinessDue(s, waitUntil);
+    if (readiness !== undefined && readiness <= now) await recheckWhileWaiting(s, call, end - now);
+    else await s.wait(Math.min(end, readiness ?? Infinity) - now);
     if (s.interrupted()) return false;
   }
   s.setPhase('Upgrading');
-  s.setGate(call, 'Waiting', `${call.hook} ${call.version}: ${PRE_HEALTH_CHECK_RUNNING}`);
+  // The last report held something: the gate says so in the report's words (and an Event).
+  const blocked = readinessAtStart(s);
+  if (blocked) s.gateWarning(`${call.hook} ${call.version}: ${blocked}`);
+  s.setGate(
+    call,
+    'Waiting',
+    capiMessage(`${call.hook} ${call.version}: ${PRE_HEALTH_CHECK_RUNNING}${blocked ? `; ${blocked}` : ''}`),
+  );
   if (!(await probeUntilHealthy(s, call, 'pre', status.conditions, 'PreHealthCheck'))) return false;
   return await removedApiGate(s, call, status.conditions);
 }
