@@ -39,10 +39,14 @@ export interface FleetActivities {
     clusters: { cluster: SelectedCluster; known: ClusterUpgradeProgress['state'] }[];
     waitMs: number;
   }): Promise<ClusterUpgradeProgress[]>;
-  /** The health check after a wave's soak, per cluster: the unhealthy ones with their summary. */
+  /**
+   * The health check after a wave's soak, per cluster: the unhealthy ones with their summary. With scope `pre`,
+   * the check an upgrade's gate makes before it starts (the look ahead at the next wave; `version` unused).
+   */
   checkClustersHealth(input: {
     clusters: SelectedCluster[];
     version: string;
+    scope?: 'pre' | 'post';
   }): Promise<{ uid: string; summary: string }[]>;
   /** Signals `abort` to the cluster upgrades still in flight. */
   abortClusterUpgrades(input: { clusters: SelectedCluster[]; reason: string }): Promise<void>;

@@ -225,13 +225,13 @@ export function createFleetActivities(deps: FleetActivityDeps): FleetActivities 
       });
     },
 
-    async checkClustersHealth({ clusters, version }) {
+    async checkClustersHealth({ clusters, version, scope = 'post' }) {
       const unhealthy: { uid: string; summary: string }[] = [];
       for (const c of clusters) {
         const report = await deps.checkClusterHealth({
           cluster: { namespace: c.namespace, name: c.name, uid: c.uid },
-          scope: 'post',
-          version,
+          // Before the upgrade its nodes are not at the target yet: the gate's check, which checks no version.
+          ...(scope === 'pre' ? { scope } : { scope, version }),
           criticalNamespaces: ['kube-system'],
           blockingPdbPolicy: 'warn',
         });

@@ -184,6 +184,7 @@ export function rolloutText(s: FleetRolloutStatus): string {
     `phase:     ${s.phase}`,
     `now:       ${s.message}`,
     ...rolloutHoldLines(s),
+    ...(s.nextWave ? [`next wave: ${s.nextWave.message}`] : []),
     '',
     table(
       s.waves.map((w) => ({

@@ -85,6 +85,28 @@ export interface FleetRolloutStatus {
   completeTime?: string;
   waves: RolloutWave[];
   clusters: RolloutCluster[];
+  /** The look ahead at the next wave while the current one runs or soaks (advisory: it holds nothing). */
+  nextWave?: NextWaveCheck;
+}
+
+/** A cluster of the next wave whose check fails now: its upgrade would stop at that gate when the wave opens. */
+export interface NextWaveHold {
+  /** `namespace/name`. */
+  cluster: string;
+  /** What the check found, in its own words. */
+  finding: string;
+}
+
+export interface NextWaveCheck {
+  /** The wave looked at (1-based). */
+  wave: number;
+  /** `checking` while the look runs; the last result stays until the new one comes. */
+  state: 'checking' | 'checked';
+  /** How many of its clusters the last look checked. */
+  checked: number;
+  holding: NextWaveHold[];
+  /** One line, deterministic: the clusters that will hold the wave and why, or that none will. */
+  message: string;
 }
 
 /** The memo: counts for `list` and the metrics, without the whole cluster list. */
@@ -94,6 +116,8 @@ export interface FleetRolloutMemo {
   currentWave?: number;
   /** `deferred` only when some are (the memo of a rollout without any stays as it was). */
   counts: Record<Exclude<RolloutClusterState, 'deferred'>, number> & { deferred?: number };
+  /** The last look at the next wave, once there is one: the clusters that will hold it (at most a few). */
+  nextWave?: { wave: number; holding: string[]; message: string };
 }
 
 export const FLEET_ROLLOUT_MEMO_KEY = 'rollout';

@@ -61,6 +61,7 @@ describe('replay of recorded histories', () => {
         'machine-update-failed-and-retried.json',
         'machine-update-slots.json',
         'fleet-rollout-waves.json',
+        'fleet-rollout-next-wave-checked.json',
       ]),
     );
     const { code, lines } = await replay(files);

@@ -3,11 +3,13 @@
 // operator's signals. The loop that runs the waves is in workflow.ts.
 import { type CancellationScope, upsertMemo, workflowInfo } from '@temporalio/workflow';
 import type { RolloutSettings } from '../../domain/fleet-rollout-plan.ts';
+import { nextWaveMemo } from '../../domain/fleet-next-wave.ts';
 import {
   FLEET_ROLLOUT_MEMO_KEY,
   type ApproveInput,
   type FleetRolloutMemo,
   type FleetRolloutStatus,
+  type NextWaveCheck,
   type RolloutAbortInput,
   type RolloutCluster,
   type RolloutClusterState,
@@ -47,6 +49,8 @@ export class RolloutState {
   deferralRecheckMs = DEFERRAL_RECHECK_MS;
   /** Workflow time of the last look at the deferred clusters (0 after continue-as-new: look at once). */
   deferralCheckedAt = 0;
+  /** A look at the next wave is under way (one at a time; not carried: the next run looks again). */
+  lookingAhead = false;
   private lastMemo = '';
 
   constructor(status: FleetRolloutStatus, settings?: RolloutSettings, carried?: CarriedRollout) {
@@ -123,14 +127,24 @@ export class RolloutState {
     return Date.now() - this.deferralCheckedAt >= this.deferralRecheckMs;
   }
 
+  /** The look ahead's state in the status and the memo; undefined drops it (its wave opened). */
+  setNextWave(check: NextWaveCheck | undefined): void {
+    if (check) this.status.nextWave = check;
+    else delete this.status.nextWave;
+    this.publish();
+  }
+
   /** Only real changes reach history. */
   publish(): void {
     const running = this.status.waves.find((w) => w.state !== 'pending' && w.state !== 'done');
+    const nextWave = nextWaveMemo(this.status.nextWave);
     const memo: FleetRolloutMemo = {
       phase: this.status.phase,
       message: this.status.message,
       ...(running ? { currentWave: running.wave } : {}),
       counts: this.counts(),
+      // Only once a rollout has looked ahead: the memo of one that never did stays as it was.
+      ...(nextWave ? { nextWave } : {}),
     };
     const text = JSON.stringify(memo);
     if (text === this.lastMemo) return;

@@ -4,6 +4,8 @@
 // at a time and follows their cluster-upgrade workflows until done or failed;
 // more failures in a wave than the budget stop the rollout; after a wave, a
 // soak, a health re-check of its clusters, and approval gates where asked.
+// While a wave runs or soaks, the next one's clusters are looked at ahead
+// (next-wave.ts): advice in the status and memo, never a wait.
 // pause / resume / approve / abort are signals; `status` is the query. The run
 // continues as new before its history reaches 2,000 events, whatever the size.
 // The state and its signals are in state.ts, one function per step in steps.ts.
@@ -18,6 +20,7 @@ import {
   resumeSignal,
 } from '../messages.ts';
 import { setVersioningBehavior } from '../versioning.ts';
+import { lookAhead } from './next-wave.ts';
 import { aborted, recheck, runWave, select, stopped } from './steps.ts';
 import { iso, RolloutState, type CarriedRollout } from './state.ts';
 
@@ -48,6 +51,7 @@ export async function fleetRolloutWorkflow(
     }
     if (wave.state === 'pending' || wave.state === 'waiting-approval') wave.state = 'running';
     if (wave.state === 'running') {
+      lookAhead(s, n, false);
       const outcome = await runWave(s, n);
       if (outcome === 'continue') return await continueAsNew<typeof fleetRolloutWorkflow>(input, s.carry());
       if (outcome === 'aborted') return await aborted(s);
@@ -56,6 +60,7 @@ export async function fleetRolloutWorkflow(
     }
     if (wave.state === 'soaking') {
       if (s.settings.soakMs > 0) {
+        lookAhead(s, n, true);
         s.set('Soaking', `wave ${n} soaking for ${formatDuration(s.settings.soakMs)} before its health re-check`);
         await condition(() => s.abort !== undefined, s.settings.soakMs);
         if (s.abort) return await aborted(s);
