@@ -1,7 +1,7 @@
 // What holds an upgrade, one line per gate kind (so that the CLI's `status`
 // says why an upgrade waits, not only that it does): the maintenance calendar (window or
 // freeze), the removed-API gate, the alert gate (and the step's silence), the machine updates' blocking pods and
-// post-update delay, CAPI's pacing annotations (fleet rollouts), and the
+// post-update delay, CAPI's pacing annotations and the next wave's look ahead (fleet rollouts), and the
 // overrides that let a gate through. Pure: reads what operations.ts fetched.
 import type { ClusterUpgradeMemo, ClusterUpgradeStatus } from '../model/cluster-upgrade.ts';
 import type { FleetRolloutStatus } from '../model/fleet-rollout.ts';
@@ -59,6 +59,11 @@ export function holdLines(r: HoldSources): string[] {
 }
 
 /** A rollout's clusters held by CAPI's own pacing (defer-upgrade / hold-upgrade-sequence). */
+/** The look ahead at the next wave: advice (the clusters that will hold it), not something that holds the rollout. */
+export function nextWaveLines(s: FleetRolloutStatus): string[] {
+  return s.nextWave ? [`next wave: ${s.nextWave.message}`] : [];
+}
+
 export function rolloutHoldLines(s: FleetRolloutStatus): string[] {
   return s.clusters
     .filter((c) => c.state === 'deferred')

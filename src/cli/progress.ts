@@ -6,7 +6,7 @@ import type { FleetRolloutStatus, RolloutClusterState } from '../model/fleet-rol
 import { haltedMessage, type GateState } from '../model/cluster-upgrade.ts';
 import { MachineName, UpgradePhase as PhaseKey } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
-import { holdLines, rolloutHoldLines } from './held.ts';
+import { holdLines, nextWaveLines, rolloutHoldLines } from './held.ts';
 import { quote, type ClusterKey, type UpgradeReport } from './operations.ts';
 
 /** A view and, once the run has ended, the exit code (0: done as asked; 1: failed, aborted, stopped). */
@@ -112,6 +112,7 @@ export function rolloutProgress(s: FleetRolloutStatus): Progress {
     `clusters:  ${s.clusters.filter((c) => c.state === 'done').length}/${selected} upgraded${tally.length ? ` (${tally.join(', ')})` : ''}`,
     `now:       ${s.message}`,
     ...rolloutHoldLines(s),
+    ...nextWaveLines(s),
   ];
   const exitCode = s.phase === 'Completed' ? 0 : s.phase === 'Stopped' || s.phase === 'Aborted' ? 1 : undefined;
   return { text: lines.join('\n'), ...(exitCode !== undefined ? { exitCode } : {}) };

@@ -13,7 +13,7 @@ import {
 import { FleetRollout } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
 import { UsageError } from './operations.ts';
-import { rolloutHoldLines } from './held.ts';
+import { nextWaveLines, rolloutHoldLines } from './held.ts';
 import { table } from './table.ts';
 import { abortRolloutSignal, approveWaveSignal, pauseRolloutSignal, resumeSignal } from '../workflows/messages.ts';
 
@@ -184,7 +184,7 @@ export function rolloutText(s: FleetRolloutStatus): string {
     `phase:     ${s.phase}`,
     `now:       ${s.message}`,
     ...rolloutHoldLines(s),
-    ...(s.nextWave ? [`next wave: ${s.nextWave.message}`] : []),
+    ...nextWaveLines(s),
     '',
     table(
       s.waves.map((w) => ({

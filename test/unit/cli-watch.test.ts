@@ -145,6 +145,11 @@ describe('rolloutProgress', () => {
     expect(rolloutProgress(status('Stopped')).exitCode).toBe(1);
     expect(rolloutProgress(status('Aborted')).exitCode).toBe(1);
   });
+  it('shows what the look ahead found in the next wave', () => {
+    const message = 'wave 3: 1 of 2 clusters will hold it: a/c9: node n1 NotReady';
+    const nextWave = { wave: 3, state: 'checked' as const, checked: 2, holding: [], message };
+    expect(rolloutProgress({ ...status('Running'), nextWave }).text).toContain(`\nnext wave: ${message}`);
+  });
 });
 
 describe('watch', () => {
