@@ -26,6 +26,8 @@ export class FakeFleet {
   deferred = new Map<string, string>();
   sets: string[] = [];
   aborted: string[] = [];
+  /** The size of each checkClustersHealth call. */
+  healthChecks: number[] = [];
   maxInFlight = 0;
 
   constructor(n: number, version = 'v1.32.4') {
@@ -81,6 +83,7 @@ export function fakeFleetActivities(current: () => FakeFleet): FleetActivities {
       }
     },
     async checkClustersHealth({ clusters }) {
+      current().healthChecks.push(clusters.length);
       return clusters
         .filter((c) => current().unhealthy.has(c.name))
         .map((c) => ({ uid: c.uid, summary: 'node n1 NotReady' }));

@@ -44,19 +44,24 @@ describe('fleet rollout: the next wave checked ahead', () => {
       failureBudget: 0,
       ...over,
     });
-  const memoOf = async (id: string) =>
-    (await client.workflow.getHandle(id).describe()).memo?.[FLEET_ROLLOUT_MEMO_KEY] as FleetRolloutMemo | undefined;
-
-  it('names a cluster of the next wave whose health check fails while the first wave still runs', async () => {
-    fleet = new FakeFleet(3);
+  /** A rollout whose first wave stays in flight, once it has looked at the next wave. */
+  const lookedAhead = async (clusters: number, unhealthy: string[]) => {
+    fleet = new FakeFleet(clusters);
     fleet.upgradeMs = 600_000;
-    fleet.unhealthy.add('c02');
+    for (const name of unhealthy) fleet.unhealthy.add(name);
     const h = await start({});
     const seen = await waitFor(
       () => h.query<FleetRolloutStatus>('status'),
       (s) => s.nextWave?.state === 'checked',
       30_000,
     );
+    return { h, seen };
+  };
+  const memoOf = async (id: string) =>
+    (await client.workflow.getHandle(id).describe()).memo?.[FLEET_ROLLOUT_MEMO_KEY] as FleetRolloutMemo | undefined;
+
+  it('names a cluster of the next wave whose health check fails while the first wave still runs', async () => {
+    const { h, seen } = await lookedAhead(3, ['c02']);
     // Wave 1 is still running: the look ahead neither waited for it nor held it.
     expect(seen.waves.map((w) => w.state)).toEqual(['running', 'pending']);
     expect(seen.clusters.map((c) => [c.name, c.state])).toEqual([
@@ -79,6 +84,16 @@ describe('fleet rollout: the next wave checked ahead', () => {
     expect(memo?.nextWave).toEqual({ wave: 2, holding: ['fleet/c02'], message: HOLD });
     expect(rolloutText(seen)).toContain(`next wave: ${HOLD}`);
     expect(fleet.sets).toEqual(['c00']);
+  });
+
+  it("checks a large next wave in batches and names the clusters that will hold it in the wave's order", async () => {
+    const { seen } = await lookedAhead(46, ['c44', 'c03']);
+    expect(seen.waves.map((w) => w.state)).toEqual(['running', 'pending']);
+    expect(seen.nextWave?.checked).toBe(45);
+    expect(seen.nextWave?.message).toBe(
+      'wave 2: 2 of 45 clusters will hold it: fleet/c03: node n1 NotReady; fleet/c44: node n1 NotReady',
+    );
+    expect(fleet.healthChecks).toEqual([20, 20, 5]);
   });
 
   it('checks the next wave again when a wave starts to soak, and says when none of its clusters will hold it', async () => {

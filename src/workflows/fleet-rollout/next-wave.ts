@@ -19,6 +19,9 @@ const acts = proxyActivities<Pick<FleetActivities, 'checkClustersHealth'>>({
   retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 2 },
 });
 
+/** Clusters per activity: it reads them one after the other and must end well within its timeout. */
+const BATCH = 20;
+
 /**
  * Starts a look at the wave after `n` without waiting for it. `again`: look even when this wave was looked
  * at already (a soak starts: the clusters may have changed since). The wave's own opening drops the last look.
@@ -44,11 +47,19 @@ async function look(s: RolloutState, wave: number, clusters: RolloutCluster[]): 
   const name = (c: RolloutCluster) => `${c.namespace}/${c.name}`;
   let result;
   try {
-    const unhealthy = await acts.checkClustersHealth({
-      clusters: clusters.map(({ namespace, name, uid, version }) => ({ namespace, name, uid, version })),
-      version: s.status.targetVersion,
-      scope: 'pre',
-    });
+    const unhealthy: { uid: string; summary: string }[] = [];
+    for (let i = 0; i < clusters.length; i += BATCH) {
+      // The wave opened meanwhile: its clusters' own gates say the rest.
+      if (s.wave(wave).state !== 'pending') return;
+      const batch = clusters.slice(i, i + BATCH);
+      unhealthy.push(
+        ...(await acts.checkClustersHealth({
+          clusters: batch.map(({ namespace, name, uid, version }) => ({ namespace, name, uid, version })),
+          version: s.status.targetVersion,
+          scope: 'pre',
+        })),
+      );
+    }
     const holding = clusters.flatMap((c) => {
       const u = unhealthy.find((x) => x.uid === c.uid);
       return u ? [{ cluster: name(c), finding: u.summary }] : [];
