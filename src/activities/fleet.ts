@@ -225,20 +225,23 @@ export function createFleetActivities(deps: FleetActivityDeps): FleetActivities 
       });
     },
 
-    async checkClustersHealth({ clusters, version, scope = 'post' }) {
-      const unhealthy: { uid: string; summary: string }[] = [];
-      for (const c of clusters) {
-        const report = await deps.checkClusterHealth({
-          cluster: { namespace: c.namespace, name: c.name, uid: c.uid },
-          // Before the upgrade its nodes are not at the target yet: the gate's check, which checks no version.
-          ...(scope === 'pre' ? { scope } : { scope, version }),
-          criticalNamespaces: ['kube-system'],
-          blockingPdbPolicy: 'warn',
-        });
-        if (!report.healthy) unhealthy.push({ uid: c.uid, summary: report.summary });
-      }
-      return unhealthy;
-    },
+    // A wave's clusters one after another can take longer than the caller's heartbeat timeout:
+    // heartbeats say it is alive (and let an abort cancel it) however many clusters it checks.
+    checkClustersHealth: ({ clusters, version, scope = 'post' }) =>
+      heartbeating(async () => {
+        const unhealthy: { uid: string; summary: string }[] = [];
+        for (const c of clusters) {
+          const report = await deps.checkClusterHealth({
+            cluster: { namespace: c.namespace, name: c.name, uid: c.uid },
+            // Before the upgrade its nodes are not at the target yet: the gate's check, which checks no version.
+            ...(scope === 'pre' ? { scope } : { scope, version }),
+            criticalNamespaces: ['kube-system'],
+            blockingPdbPolicy: 'warn',
+          });
+          if (!report.healthy) unhealthy.push({ uid: c.uid, summary: report.summary });
+        }
+        return unhealthy;
+      }),
 
     async abortClusterUpgrades({ clusters, reason }) {
       for (const c of clusters) {

@@ -1,7 +1,9 @@
-// abortClusterUpgrades: a fleet rollout aborted with its in-flight upgrades signals each cluster's
-// upgrade workflow `abort` with the reason; a cluster whose upgrade is gone is skipped.
+// The fleet activities without a cluster: abortClusterUpgrades signals each in-flight cluster
+// upgrade `abort` with the reason (a cluster whose upgrade is gone is skipped), and
+// checkClustersHealth heartbeats through a wave's clusters.
 import { describe, expect, it } from '@jest/globals';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { createFleetActivities } from '../../src/activities/fleet.ts';
 import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
 import type { SelectedCluster } from '../../src/model/fleet-rollout.ts';
@@ -51,5 +53,31 @@ describe('abortClusterUpgrades', () => {
       { workflowId: idOf(a), signal: 'abort', args: [{ reason: 'bad canary' }] },
       { workflowId: idOf(b), signal: 'abort', args: [{ reason: 'bad canary' }] },
     ]);
+  });
+});
+
+describe('checkClustersHealth', () => {
+  it("heartbeats while it checks a wave's clusters one after another, so the caller's heartbeat timeout holds", async () => {
+    const checked: string[] = [];
+    const fleet = createFleetActivities({
+      management: managementKubeConfig(undefined, {}),
+      temporal: () => recordingClient(new Set()).client,
+      checkClusterHealth: async ({ cluster: c }) => {
+        checked.push(c.name);
+        await new Promise((r) => setTimeout(r, 20));
+        return c.name === 'sick'
+          ? { healthy: false, summary: 'node n1 NotReady', findings: [], warnings: [] }
+          : { healthy: true, summary: 'healthy', findings: [], warnings: [] };
+      },
+    });
+    const env = new MockActivityEnvironment();
+    let heartbeats = 0;
+    env.on('heartbeat', () => heartbeats++);
+    const unhealthy = await env.run(() =>
+      fleet.checkClustersHealth({ clusters: [cluster('a'), cluster('sick'), cluster('b')], version: 'v1.34.0' }),
+    );
+    expect(checked).toEqual(['a', 'sick', 'b']);
+    expect(unhealthy).toEqual([{ uid: 'uid-sick', summary: 'node n1 NotReady' }]);
+    expect(heartbeats).toBeGreaterThan(0);
   });
 });
