@@ -12,8 +12,8 @@ import type { RolloutState } from './state.ts';
 /** patched() marker of the look ahead: rollouts recorded before it replay without it. */
 export const NEXT_WAVE_PATCH = 'fleet-next-wave-check';
 
-// A read for advice: a couple of tries, then the look says it could not tell. No heartbeat timeout:
-// the activity checks its clusters one after the other without heartbeating.
+// A read for advice: a couple of tries, then the look says it could not tell. Batches of clusters
+// keep each call well within its timeout.
 const acts = proxyActivities<Pick<FleetActivities, 'checkClustersHealth'>>({
   startToCloseTimeout: '5 minutes',
   retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 2 },
