@@ -40,8 +40,11 @@ export interface NodeSite {
   /** The pinned checksums of both releases' binaries (NODE_UPGRADE_CHECKSUMS_FILE). */
   checksumsFile: string;
   dir: string;
-  /** A cluster of these nodes at the starting release. */
-  cluster(nodes: readonly ClusterNodeSpec[]): Promise<KubeadmCluster>;
+  /** A cluster of these nodes at the starting release; `relays` adds host services its nodes reach. */
+  cluster(
+    nodes: readonly ClusterNodeSpec[],
+    relays?: readonly { sitePort: number; hostPort: number }[],
+  ): Promise<KubeadmCluster>;
   stop(): Promise<void>;
 }
 
@@ -80,11 +83,11 @@ export function startNodeSite(dir: string, ca: PemPair): Promise<NodeSite> {
       binarySource: `http://${SITE_GATEWAY}:${MIRROR_SITE_PORT}`,
       checksumsFile,
       dir,
-      cluster: (nodes) =>
+      cluster: (nodes, relays = []) =>
         createKubeadmCluster({
           tools,
           registry: { hostPort: registryPort, caPem: registry.caPem },
-          relays: [{ sitePort: MIRROR_SITE_PORT, hostPort: mirrorPort }],
+          relays: [{ sitePort: MIRROR_SITE_PORT, hostPort: mirrorPort }, ...relays],
           parentDir: dir,
           nodes,
         }),

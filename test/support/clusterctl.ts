@@ -59,7 +59,6 @@ export interface ClusterctlBed {
 
 export async function startClusterctlBed(dir: string): Promise<ClusterctlBed> {
   const testbed = join(dir, 'testbed');
-  const repo = join(dir, 'repository');
   await run('bash', [join(ROOT, 'scripts/testbed.sh'), 'up', testbed], {
     env: { TESTBED_MANAGEMENT_ONLY: '1', TESTBED_SUFFIX: `cctl-${process.pid}` },
     timeoutMs: 5 * 60_000,
@@ -68,9 +67,30 @@ export async function startClusterctlBed(dir: string): Promise<ClusterctlBed> {
     managementKubeconfig: string;
     kubectl: string;
   };
-  const kubeconfig = state.managementKubeconfig;
+  const bed = await clusterctlOn({ dir, kubeconfig: state.managementKubeconfig, kubectlBinary: state.kubectl });
+  return {
+    ...bed,
+    async down() {
+      await run('bash', [join(ROOT, 'scripts/testbed.sh'), 'down', testbed]).catch((err: unknown) =>
+        console.error(String(err)),
+      );
+    },
+  };
+}
+
+/**
+ * clusterctl against a management cluster that has Cluster API's and cert-manager's CRDs:
+ * core CAPI recorded in its inventory, a local repository, the release written into it.
+ */
+export async function clusterctlOn(o: {
+  dir: string;
+  kubeconfig: string;
+  kubectlBinary: string;
+}): Promise<Omit<ClusterctlBed, 'down'>> {
+  const { dir, kubeconfig } = o;
+  const repo = join(dir, 'repository');
   const kubectl = async (args: string[], input?: string) =>
-    (await run(state.kubectl, ['--kubeconfig', kubeconfig, ...args], input === undefined ? {} : { input })).stdout;
+    (await run(o.kubectlBinary, ['--kubeconfig', kubeconfig, ...args], input === undefined ? {} : { input })).stdout;
   const clusterctlBinary = required('CLUSTERCTL_BINARY');
   const capiModule = required('CAPI_MODULE_DIR');
   // The release clusterctl and CAPI_MODULE_DIR are (make test-capi CAPI_VERSION=…), not the test
@@ -143,14 +163,9 @@ export async function startClusterctlBed(dir: string): Promise<ClusterctlBed> {
       await run(
         process.execPath,
         [join(ROOT, 'scripts/release.ts'), '--version', version, '--out', out, ...(image ? ['--image', image] : [])],
-        { env: { KUBECTL: state.kubectl } },
+        { env: { KUBECTL: o.kubectlBinary } },
       );
       return join(out, 'runtime-extension-components.yaml');
-    },
-    async down() {
-      await run('bash', [join(ROOT, 'scripts/testbed.sh'), 'down', testbed]).catch((err: unknown) =>
-        console.error(String(err)),
-      );
     },
   };
 }
