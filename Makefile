@@ -117,7 +117,7 @@ test-production:
 
 # One file at a time: two clusters upgrading at once on 2 cores slow kubeadm's static pod waits tenfold.
 test-nodes:
-	@source scripts/env.sh --testbed --nodes && $(JEST) --ci --runInBand --selectProjects nodes
+	@source scripts/env.sh --testbed --capi --nodes && $(JEST) --ci --runInBand --selectProjects nodes
 
 # One scenario: make test-capi CAPI_TEST='abort between steps'
 test-capi:

@@ -12,6 +12,7 @@ import { createContainerNode, type ContainerNode } from './container-node.ts';
 import { createNodeNetwork, namespacePrefix, SITE_GATEWAY, type NetworkNode } from './network.ts';
 import { nodeFiles, type NodeHost } from './node-files.ts';
 import type { NodeTools } from './node-tools.ts';
+import { startServiceProxies } from './service-proxy.ts';
 import { buildOrUndo, type Teardown } from './teardown.ts';
 
 /** How nodes name the registry: /etc/hosts maps it to the site gateway, where it is relayed. */
@@ -60,6 +61,8 @@ export interface KubeadmClusterOptions {
   /** Where the cluster's own directory is made. */
   parentDir: string;
   nodes: readonly ClusterNodeSpec[];
+  /** kube-proxy on every node, for pods that call each other by Service (service-proxy.ts). */
+  services?: boolean;
 }
 
 export interface KubeadmCluster {
@@ -116,7 +119,10 @@ async function build(teardown: Teardown, o: KubeadmClusterOptions): Promise<Omit
           from: `${o.tools.containerdDir}/${b}`,
         })),
         { path: '/usr/local/bin/crictl', from: o.tools.crictl },
-        ...['kubeadm', 'kubelet', 'kubectl'].map((b) => ({ path: `/usr/bin/${b}`, from: `${from.dir}/${b}` })),
+        ...['kubeadm', 'kubelet', 'kubectl', ...(o.services ? ['kube-proxy'] : [])].map((b) => ({
+          path: `/usr/bin/${b}`,
+          from: `${from.dir}/${b}`,
+        })),
       ],
     });
   }
@@ -159,6 +165,7 @@ async function build(teardown: Teardown, o: KubeadmClusterOptions): Promise<Omit
     `server: ${server}`,
   );
   await waitNodesReady(cp, o.nodes.length);
+  if (o.services) await startServiceProxies(cp, `https://${cpIp}:${API_PORT}`, nodes, `${POD_NETWORK}.0.0/16`);
   return { kubeconfig, server, nodes, timings: { boot, init, join: join_ } };
 }
 

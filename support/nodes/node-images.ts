@@ -4,8 +4,9 @@
 // kube-scheduler), etcd, CoreDNS and the sandbox (pause) image under the tags kubeadm
 // asks for, and the `job` executor's image: Debian's busybox-static with its applets
 // (sh, chroot, sha256sum, wget, mktemp...), referenced by digest as the executor requires.
-// kube-proxy is not built: in a scratch image it has no iptables or nft to program, and
-// nothing the tier runs uses a Service (kubeadm's kube-proxy phase is skipped).
+// kube-proxy is not an image: in a scratch image it has no iptables or nft to program
+// (kubeadm's kube-proxy phase is skipped); a cluster whose pods use Services runs it on its
+// nodes (service-proxy.ts).
 import { execFileSync } from 'node:child_process';
 import { buildImage, type LayerEntry } from '../../scripts/oci/image.ts';
 import { digestReference, pushImage } from '../../scripts/oci/push.ts';

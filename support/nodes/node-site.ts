@@ -40,10 +40,13 @@ export interface NodeSite {
   /** The pinned checksums of both releases' binaries (NODE_UPGRADE_CHECKSUMS_FILE). */
   checksumsFile: string;
   dir: string;
-  /** A cluster of these nodes at the starting release; `relays` adds host services its nodes reach. */
+  /**
+   * A cluster of these nodes at the starting release; `relays` adds host services its nodes
+   * reach, `services` kube-proxy on its nodes.
+   */
   cluster(
     nodes: readonly ClusterNodeSpec[],
-    relays?: readonly { sitePort: number; hostPort: number }[],
+    options?: { relays?: readonly { sitePort: number; hostPort: number }[]; services?: boolean },
   ): Promise<KubeadmCluster>;
   stop(): Promise<void>;
 }
@@ -83,11 +86,12 @@ export function startNodeSite(dir: string, ca: PemPair): Promise<NodeSite> {
       binarySource: `http://${SITE_GATEWAY}:${MIRROR_SITE_PORT}`,
       checksumsFile,
       dir,
-      cluster: (nodes, relays = []) =>
+      cluster: (nodes, { relays = [], services = false } = {}) =>
         createKubeadmCluster({
           tools,
           registry: { hostPort: registryPort, caPem: registry.caPem },
           relays: [{ sitePort: MIRROR_SITE_PORT, hostPort: mirrorPort }, ...relays],
+          services,
           parentDir: dir,
           nodes,
         }),
