@@ -9,8 +9,9 @@
 //       promote Job done, the ops endpoints answering from inside the cluster;
 //   (b) Discovery through the hook Service for a pod with CAPI's client certificate, and a
 //       pod of another namespace without one refused in the TLS handshake;
-//   (c) deleted pods replaced; the PodDisruptionBudget holding a drain.
-import { randomBytes } from 'node:crypto';
+//   (c) deleted pods replaced; the PodDisruptionBudget holding a drain;
+//   (e) the serving certificate rotated in its Secret, served without a restart.
+import { randomBytes, X509Certificate } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -95,6 +96,13 @@ async function eventually<T>(
   }
 }
 
+/** What cert-manager's Certificate for the hook Service holds. */
+const servingCertificate = () =>
+  issueCertificate(testPki().ca, {
+    commonName: `${SERVICE}.${NAMESPACE}.svc`,
+    dnsNames: [`${SERVICE}.${NAMESPACE}.svc`, `${SERVICE}.${NAMESPACE}.svc.cluster.local`],
+    usage: 'server',
+  });
 const applyList = (items: object[]) =>
   kubectl(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
 
@@ -155,11 +163,7 @@ beforeAll(async () => {
   await kubectl(['apply', '--server-side', '-f', requireEnv('CAPI_CRDS_DIR'), '-f', requireEnv('DEPLOY_CRDS_DIR')]);
   await kubectl(['wait', '--for', 'condition=Established', 'crd', '--all', '--timeout', '120s']);
   // What cert-manager and the team would have made in the provider's namespace.
-  const serving = issueCertificate(pki.ca, {
-    commonName: `${SERVICE}.${NAMESPACE}.svc`,
-    dnsNames: [`${SERVICE}.${NAMESPACE}.svc`, `${SERVICE}.${NAMESPACE}.svc.cluster.local`],
-    usage: 'server',
-  });
+  const serving = servingCertificate();
   const temporalIdentity = { 'tls.crt': pki.client.certPem, 'tls.key': pki.client.keyPem, 'ca.crt': pki.ca.certPem };
   await kubectl(['create', 'namespace', NAMESPACE]);
   await applyList([
@@ -421,6 +425,62 @@ describe('(b) hooks through the Service', () => {
       await kubectl(['create', 'namespace', 'tenant']);
       const answer = await callThroughService('tenant', { 'ca.crt': testPki().ca.certPem });
       expect(answer).toEqual({ error: 'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED' });
+    },
+    10 * MINUTE,
+  );
+});
+
+describe('(e) the serving certificate rotated', () => {
+  it(
+    'is served by both api replicas without a restart, as cert-manager rotates it in its Secret',
+    async () => {
+      const pki = testPki();
+      const api = await pods('api');
+      const restarts = () => api.map((p) => p.status.containerStatuses![0]!.restartCount);
+      const servedSerials = async () => {
+        const out = await nodeIn(
+          api[0]!.metadata.name,
+          'api',
+          `const tls = require('node:tls');
+         (async () => {
+           const out = {};
+           for (const ip of ${JSON.stringify(api.map((p) => p.status.podIP!))})
+             out[ip] = await new Promise((resolve) => {
+               const s = tls.connect({ host: ip, port: 9443, servername: '${SERVICE}.${NAMESPACE}.svc',
+                 ca: ${JSON.stringify(pki.ca.certPem)}, cert: ${JSON.stringify(pki.client.certPem)},
+                 key: ${JSON.stringify(pki.client.keyPem)} }, () => {
+                   resolve(s.getPeerCertificate().serialNumber.toLowerCase()); s.destroy(); });
+               s.on('error', (e) => resolve('error ' + e.code));
+             });
+           console.log(JSON.stringify(out));
+         })();`,
+        );
+        return Object.values(JSON.parse(out) as Record<string, string>);
+      };
+      const before = await servedSerials();
+      expect(new Set(before).size).toBe(1);
+      const rotated = servingCertificate();
+      const serial = new X509Certificate(rotated.certPem).serialNumber.toLowerCase();
+      expect(before).not.toContain(serial);
+      const began = Date.now();
+      await applyList([
+        secret('capi-upgrade-orchestrator-webhook-service-cert', {
+          'tls.crt': rotated.certPem,
+          'tls.key': rotated.keyPem,
+          'ca.crt': pki.ca.certPem,
+        }),
+      ]);
+      // The kubelet updates a Secret volume within its sync period and cache TTL (about a minute each).
+      await eventually(
+        'both replicas serving the rotated certificate',
+        servedSerials,
+        (s) => s.every((x) => x === serial),
+        4 * MINUTE,
+      );
+      took.certificateRotation = (Date.now() - began) / 1000;
+      const now = (await pods('api')).map((p) => p.status.containerStatuses![0]!.restartCount);
+      expect(now).toEqual(restarts());
+      expect(now).toEqual([0, 0]);
     },
     10 * MINUTE,
   );
