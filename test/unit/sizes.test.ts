@@ -45,8 +45,6 @@ const KNOWN: Readonly<Record<string, number>> = {
   'src/domain/upgrade-plan-validator.ts:validateWorkers': 90,
   'src/domain/upgrade-plan.ts:plan': 176,
   'src/domain/upgrade-policy.ts:resolveUpgradePolicy': 117,
-  'src/domain/versions.ts': 437,
-  'src/domain/versions.ts:parseUncached': 97,
   'src/local/dev.ts:dev': 152,
   'src/main.ts:run': 199,
 };
