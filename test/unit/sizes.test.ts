@@ -35,7 +35,6 @@ const KNOWN: Readonly<Record<string, number>> = {
   'src/api/hook-route.ts:registerHook/handler': 87,
   'src/api/machine-updates.ts:createInPlaceHandlers': 180,
   'src/api/machine-updates.ts:createInPlaceHandlers/updateMachine': 136,
-  'src/api/upgrade-views.ts': 433,
   'src/cli/capi-upgrades.ts:main': 169,
   'src/config/index.ts:parseConfig': 153,
   'src/domain/alert-policy.ts:resolveAlertPolicy': 92,
