@@ -29,8 +29,6 @@ const KNOWN: Readonly<Record<string, number>> = {
   'src/activities/node.ts:createNodeActivities': 161,
   'src/api/app.ts:hookApp': 109,
   'src/api/cluster-lifecycle.ts:createClusterLifecycleHandlers': 82,
-  'src/api/cluster-upgrades.ts': 419,
-  'src/api/cluster-upgrades.ts:createClusterUpgradeHandlers': 209,
   'src/api/hook-route.ts:registerHook': 114,
   'src/api/hook-route.ts:registerHook/handler': 87,
   'src/api/machine-updates.ts:createInPlaceHandlers': 180,
