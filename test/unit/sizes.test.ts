@@ -34,7 +34,6 @@ const KNOWN: Readonly<Record<string, number>> = {
   'src/api/machine-updates.ts:createInPlaceHandlers': 180,
   'src/api/machine-updates.ts:createInPlaceHandlers/updateMachine': 136,
   'src/cli/capi-upgrades.ts:main': 169,
-  'src/config/index.ts:parseConfig': 153,
   'src/domain/alert-policy.ts:resolveAlertPolicy': 92,
   'src/domain/cluster-health.ts:evaluateHealth': 124,
   'src/domain/in-place.ts:diffObject': 83,
