@@ -1,46 +1,18 @@
 // Process entry point. ROLE=api serves the hooks, ROLE=worker runs the
 // Temporal worker, ROLE=all (the default) both. SIGTERM/SIGINT drain both.
+// The process is a list of components (process-components.ts) started in
+// order and stopped in reverse.
 import { Runtime } from '@temporalio/worker';
-import { BackgroundRecorder } from './api/background-recorder.ts';
-import { createClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
-import { HookRegistry } from './api/registry.ts';
-import { createInPlaceHandlers } from './api/machine-updates.ts';
-import { createNodeAgentCheck } from './api/node-agents.ts';
-import { createNodeUpgraderCheck } from './api/node-upgraders.ts';
-import type { KubeConfig } from '@kubernetes/client-node';
-import {
-  createRequestChecks,
-  managementObjects,
-  REQUEST_CHECKS_ON_MESSAGE,
-  requestChecksOff,
-  type RequestChecks,
-} from './api/request-checks.ts';
-import {
-  isManagementClusterConfigured,
-  MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE,
-  managementKubeConfig,
-} from './platform/kube/clients.ts';
-import { DEFAULT_WORKLOAD_NAMESPACE } from './activities/machine-update.ts';
-import { upgradePlanHandlers } from './api/routes/upgrade-plan.ts';
-import { startHookServer, type HookServer } from './api/server.ts';
+import { managementKubeConfig } from './platform/kube/clients.ts';
+import type { HookServer } from './api/server.ts';
 import { ConfigError, parseConfig, type AppConfig } from './config/index.ts';
 import { configureWorkloadReads } from './platform/kube/workload-kube-config.ts';
-import { startOpsServer, type OpsServer } from './ops/ops-server.ts';
-import { startTemporalProbe } from './ops/temporal-probe.ts';
-import { startVisibilityGauges } from './ops/visibility-gauges.ts';
-import { NodeUpgradeWatch } from './activities/node-upgrade-watch.ts';
+import type { OpsServer } from './ops/ops-server.ts';
+import { components, type Component, type Shared } from './process-components.ts';
 import { TemporalClients } from './temporal-clients.ts';
-import {
-  connectFailureMessage,
-  readTemporalCredentials,
-  watchTemporalCredentials,
-  type TemporalCredentials,
-} from './temporal-connection.ts';
+import { readTemporalCredentials } from './temporal-connection.ts';
 import { createLogger, temporalSdkLogger, type Logger } from './log.ts';
 import { ensureSearchAttributes } from './temporal-setup.ts';
-import { WorkerHost } from './worker-host.ts';
-import { createWorker } from './worker.ts';
-import { waitForDrain } from './ops/worker-deployment.ts';
 import { buildInfoGauge } from './ops/metrics.ts';
 import { buildInfo } from './version.ts';
 
@@ -52,10 +24,8 @@ export interface Running {
   stop(): Promise<void>;
 }
 
-/** How long a stopping process keeps writing queued lifecycle events (the pod's grace period is 30 s). */
-const RECORDER_FLUSH_MS = 5_000;
-
-export async function run(config: AppConfig, log: Logger = createLogger(config.logLevel)): Promise<Running> {
+/** The one config, clients and management cluster every component shares. */
+function shared(config: AppConfig, log: Logger): Shared {
   // Which build this is, before anything else (a malformed CAPI_UPGRADE_VERSION stops here, naming it).
   const build = { ...buildInfo(), role: config.role };
   log.info(
@@ -65,233 +35,70 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
   buildInfoGauge.set({ version: build.version, role: build.role, build_id: build.buildId, node: build.node }, 1);
   // Before any workload cluster is read (api: node agents; worker: every activity).
   configureWorkloadReads(config.workloadReads);
-  let hookServer: HookServer | undefined;
-  let workers: WorkerHost | undefined;
   // Unreadable or invalid credential files stop the start here, naming the setting.
   const credentials = readTemporalCredentials(config.temporal);
+  // The management cluster, once for every role: a MANAGEMENT_KUBECONFIG that cannot be read stops
+  // the start here, naming it (a file named but unreadable is a mistake to fix, not a stack without a
+  // cluster); none at all starts anyway, and each component that needs one says what it cannot do
+  // (the worker's activities, the api's request checks and node checks). One KubeConfig, so the
+  // api's reads and the worker's share one connection pool under ROLE=all.
+  const management = managementKubeConfig();
   // Lazy: the hook server starts (and answers "unavailable") while Temporal is down.
   const temporal = new TemporalClients(config.temporal, credentials);
-  const client = temporal.client;
   ensureSearchAttributes(temporal.connection, config.temporal.namespace).then(
     ({ added }) => added.length > 0 && log.info({ added }, 'registered search attributes'),
     (err: unknown) =>
       log.warn({ err: String(err) }, 'could not register search attributes (filters in the Web UI need them)'),
   );
-  const apiRole = config.role === 'api' || config.role === 'all';
-  const workerRole = config.role === 'worker' || config.role === 'all';
-  // Lifecycle events recorded off the request path; dropped on stop (CAPI calls again if it cares).
-  const recorder = new BackgroundRecorder({
-    log: {
-      warn: (obj, msg) => log.warn(obj, msg),
-      error: (obj, msg) => log.error(obj, msg),
-    },
-  });
-  // Reachability for /readyz and the metric (the api answers "retry later" while it is down).
-  const temporalProbe = startTemporalProbe(
-    (deadline) =>
-      temporal.connection.withDeadline(deadline, () => temporal.connection.workflowService.getSystemInfo({})),
-    10_000,
-    (problem) =>
-      problem === undefined
-        ? log.info('Temporal is reachable')
-        : log.error(
-            connectFailureMessage(config.temporal, new Error(problem)) +
-              (apiRole ? ': hooks answer "retry later" until it is back' : ''),
-          ),
-  );
-  let stopping = false;
-  const workerCheck = (want: 'live' | 'ready') => ({
-    name: 'worker',
-    check: () => {
-      if (stopping) return undefined;
-      if (!workers) return want === 'ready' ? 'starting' : undefined;
-      const state = workers.worker.getState();
-      if (state === 'RUNNING') return undefined;
-      // Readiness wants RUNNING; liveness fails only once the worker is gone for good.
-      return want === 'ready' || state === 'FAILED' || state === 'STOPPED' ? `worker ${state}` : undefined;
-    },
-  });
-  // First, so the kubelet's probes are answered (not ready yet) while the rest starts.
-  const opsServer = await startOpsServer({
-    ...config.ops,
-    build,
-    live: workerRole ? [workerCheck('live')] : [],
-    ready: [
-      ...(apiRole
-        ? [{ name: 'hookServer', check: () => (stopping ? 'shutting down' : hookServer ? undefined : 'starting') }]
-        : []),
-      ...(workerRole ? [workerCheck('ready')] : []),
-      { name: 'temporal', informational: true, check: () => temporalProbe.problem() },
-    ],
-  });
-  const checks = apiRole ? requestChecks(config, log) : requestChecksOff;
-  const lifecycle = apiRole
-    ? createClusterUpgradeHandlers({
-        client,
-        taskQueue: config.temporal.taskQueue,
-        checks,
-        recorder,
-        version: build.version,
-        log,
-        waitRetryAfterMaxSeconds: config.server.waitRetryAfterMaxSeconds,
-        views: { maxListsPerSecond: config.temporal.visibilityListsPerSecond },
-      })
-    : undefined;
-  if (lifecycle) {
-    const management = managementAccess(log);
-    const nodeAgents = management && createNodeAgentCheck({ management, namespace: DEFAULT_WORKLOAD_NAMESPACE });
-    const nodeUpgraders =
-      management && createNodeUpgraderCheck({ management, namespace: config.nodeUpgraderNamespace });
-    hookServer = await startHookServer({
-      server: config.server,
-      logLevel: config.logLevel,
-      app: {
-        registry: new HookRegistry(config.handlers),
-        lifecycle,
-        upgradePlan: upgradePlanHandlers,
-        inPlace: createInPlaceHandlers({
-          client,
-          taskQueue: config.temporal.taskQueue,
-          checks,
-          ...(nodeAgents ? { nodeAgents } : {}),
-          ...(nodeUpgraders ? { nodeUpgraders } : {}),
-        }),
-      },
-    });
-  }
-  let replaceWorker: (credentials: TemporalCredentials) => Promise<void> = async () => undefined;
-  let replacing = Promise.resolve();
-  if (workerRole) {
-    // A MANAGEMENT_KUBECONFIG that cannot be read stops the start here, naming it; none at all
-    // starts anyway (and says so): every activity that needs the cluster fails saying the same.
-    const management = managementKubeConfig();
-    if (!isManagementClusterConfigured(management)) {
-      // Expected without a cluster (make dev without MANAGEMENT_KUBECONFIG, docker compose): a warning, not an error.
-      log.warn(
-        `${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: the steps of upgrades and machine updates that read it cannot run (an upgrade holds at its pre-upgrade health check, which says so); set MANAGEMENT_KUBECONFIG`,
-      );
-    }
-    // One watch for node upgrades across worker replacements, completing through the current connection.
-    const upgradeWatch = new NodeUpgradeWatch(() => temporal.asyncCompletion, {
-      pollMs: config.worker.nodeUpgradePollMs,
-    });
-    const newWorker = (credentials: TemporalCredentials) =>
-      createWorker(
-        {
-          ...config.temporal,
-          credentials,
-          ...(config.workflowBundlePath ? { workflowBundlePath: config.workflowBundlePath } : {}),
-          tuning: config.worker,
-          ...(config.workerVersioning ? { versioning: config.workerVersioning } : {}),
-        },
-        {
-          management,
-          upgradeWatch,
-          temporal: () => client,
-          nodeUpgradeJob: config.nodeUpgradeJob,
-          ...(config.notificationWebhookUrl ? { notificationWebhookUrl: config.notificationWebhookUrl } : {}),
-        },
-      );
-    workers = new WorkerHost(await newWorker(credentials));
-    const v = config.workerVersioning;
-    log.info(
-      v
-        ? `worker: Worker Deployment ${v.deploymentName}, build ${v.buildId} (new runs come once it is the current version)`
-        : 'worker: unversioned (no TEMPORAL_WORKER_BUILD_ID)',
-    );
-    replaceWorker = async (next) => {
-      try {
-        workers?.replace(await newWorker(next));
-        log.info('Temporal TLS credentials changed: worker reconnected');
-      } catch (err) {
-        log.error(`Temporal TLS credentials changed, but ${String(err)}: keeping the current connection`);
-      }
-    };
-  }
-  const credentialWatch = watchTemporalCredentials(
-    config.temporal,
-    credentials,
-    ({ apiKey, reconnect }) => {
-      if (apiKey !== undefined) {
-        temporal.setApiKey(apiKey);
-        void workers?.worker.options.connection?.setApiKey(apiKey).catch(() => undefined);
-        log.info('Temporal API key reloaded');
-      }
-      if (reconnect) {
-        temporal.reconnect(reconnect);
-        // One replacement at a time, in order.
-        replacing = replacing.then(() => replaceWorker(reconnect));
-      }
-    },
-    (err) => log.warn(`Temporal credentials not reloaded: ${err instanceof Error ? err.message : String(err)}`),
-  );
-  const gauges = workers ? startVisibilityGauges(client) : undefined;
   return {
-    ...(hookServer ? { hookServer } : {}),
-    opsServer,
-    ...(workers ? { workerDone: workers.done } : {}),
-    async stop() {
-      stopping = true;
-      credentialWatch.stop();
-      // Stop taking hook calls first, then let running activities finish.
-      await hookServer?.close();
-      // Lifecycle events CAPI will not send again: a few seconds to write what is queued.
-      await recorder.flush(RECORDER_FLUSH_MS);
-      recorder.close();
-      lifecycle?.views.close();
-      await replacing;
-      if (workers && config.workerVersioning && config.workerDrainTimeoutMs > 0) {
-        // A rollout: keep polling until no run pinned to this build needs it (docs/worker-versioning.md).
-        const outcome = await waitForDrain(client, config.workerVersioning, { timeoutMs: config.workerDrainTimeoutMs });
-        log.info(`worker: build ${config.workerVersioning.buildId} stopping (${outcome})`);
-      }
-      workers?.shutdown();
-      await workers?.done;
-      gauges?.stop();
-      temporalProbe.stop();
-      await opsServer.close();
-      await temporal.close();
-    },
+    config,
+    log,
+    build,
+    credentials,
+    temporal,
+    management,
+    stopping: false,
+    checks: () => ({ live: [], ready: [] }),
   };
 }
 
-/**
- * The api's request checks. On (the default), they fail closed: without a management cluster every
- * call that would start or signal a workflow is held ("retry"), never let through. An unreadable
- * MANAGEMENT_KUBECONFIG stops the start, naming it.
- */
-function requestChecks(config: AppConfig, log: Logger): RequestChecks {
-  if (!config.requestChecks) {
-    log.warn(
-      'HOOK_REQUEST_CHECKS=off: hook requests are not checked against the management cluster; anyone who can reach the hook port can start, abort or update in place (development and tests only)',
-    );
-    return requestChecksOff;
+/** Stops the started components in reverse order; each one's failure is logged and the rest still stop. */
+async function stopAll(started: Component[], log: Logger): Promise<void> {
+  let failed: unknown;
+  for (const c of [...started].reverse()) {
+    try {
+      await c.stop();
+    } catch (err) {
+      log.error({ err: String(err) }, `stopping ${c.name} failed`);
+      failed ??= err;
+    }
   }
-  const management = managementKubeConfig();
-  if (!isManagementClusterConfigured(management)) {
-    log.error(
-      `${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: HOOK_REQUEST_CHECKS is on, so every hook call that would start or signal a workflow is held; set MANAGEMENT_KUBECONFIG, or HOOK_REQUEST_CHECKS=off for a stack without a management cluster`,
-    );
-  } else log.info(REQUEST_CHECKS_ON_MESSAGE);
-  return createRequestChecks(managementObjects(management));
+  if (failed !== undefined) throw failed;
 }
 
-/** The management cluster for the node agent and upgrader checks, when this process can reach it. */
-function managementAccess(log: Logger): KubeConfig | undefined {
-  const without =
-    'CanUpdate* will not claim in-place updates for nodeUpgradeExecutor=delegate or nodeUpgradeExecutor=management';
-  let management;
-  try {
-    management = managementKubeConfig();
-  } catch (err) {
-    log.warn(`${err instanceof Error ? err.message : String(err)}: ${without}`);
-    return undefined;
+export async function run(config: AppConfig, log: Logger = createLogger(config.logLevel)): Promise<Running> {
+  const s = shared(config, log);
+  const parts = components(s);
+  s.checks = () => ({
+    live: parts.list.flatMap((c) => (c.live ? [c.live] : [])),
+    ready: parts.list.flatMap((c) => (c.ready ? [c.ready] : [])),
+  });
+  const started: Component[] = [];
+  for (const c of parts.list) {
+    await c.start();
+    started.push(c);
   }
-  if (!isManagementClusterConfigured(management)) {
-    log.warn(`${MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE}: ${without}`);
-    return undefined;
-  }
-  return management;
+  const hookServer = parts.hooks?.server();
+  const workers = parts.worker?.host();
+  return {
+    ...(hookServer ? { hookServer } : {}),
+    opsServer: parts.ops.server() as OpsServer,
+    ...(workers ? { workerDone: workers.done } : {}),
+    async stop() {
+      s.stopping = true;
+      await stopAll(started, log);
+    },
+  };
 }
 
 /**

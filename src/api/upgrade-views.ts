@@ -39,6 +39,9 @@
 // describe, without that lag. A "still waiting" answer from `kept` is at most
 // one poll older than that: the poll before it read again behind its answer.
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { ListBatches, type ListedRun } from './upgrade-list-batches.ts';
+
+export type { ListedRun } from './upgrade-list-batches.ts';
 
 /** What a hook needs to know about an upgrade's current run. */
 export interface RunView {
@@ -49,13 +52,6 @@ export interface RunView {
   memo?: unknown;
   /** The pending workflow task is a retry: the last one failed or timed out. */
   workflowTaskRetrying: boolean;
-}
-
-/** One running upgrade as a List returns it. */
-export interface ListedRun {
-  workflowId: string;
-  runId: string;
-  memo?: unknown;
 }
 
 export interface UpgradeViewsOptions {
@@ -101,11 +97,6 @@ interface Entry {
   usedAt: number;
 }
 
-interface Waiting {
-  resolve: (view: RunView | undefined | Promise<RunView | undefined>) => void;
-  reject: (err: unknown) => void;
-}
-
 type Read = 'list' | 'describe' | 'redescribe';
 
 export class UpgradeViews {
@@ -123,14 +114,8 @@ export class UpgradeViews {
   /** Upgrades to read again behind kept answers, at the next refresh batch. */
   private readonly behind = new Map<string, number>();
   private behindTimer: NodeJS.Timeout | undefined;
-  /** Reads waiting for the next List, by workflow id. */
-  private readonly queued = new Map<string, Waiting>();
-  private listsInFlight = 0;
+  private readonly lists: ListBatches;
   private redescribesInFlight = 0;
-  private flushScheduled = false;
-  /** When the next List may start (maxListsPerSecond). */
-  private nextListAt = 0;
-  private listFailing = false;
   private sweeper: NodeJS.Timeout | undefined;
   private closed = false;
   /** hits: answers from an entry within maxStaleMs; keptAnswers: answers from an older one (refreshed behind). */
@@ -150,6 +135,7 @@ export class UpgradeViews {
       idleMs: 7_200_000,
       ...options,
     };
+    this.lists = new ListBatches({ ...this.opts, outside: this.outside, stats: this.stats });
   }
 
   /** A view at most `maxStaleMs` old, from memory or a (shared) read. */
@@ -246,7 +232,7 @@ export class UpgradeViews {
       entries: this.entries.size,
       inflight: this.inflight.size,
       writtenAt: this.writtenAt.size,
-      queued: this.queued.size,
+      queued: this.lists.size,
       behind: this.behind.size,
     };
   }
@@ -309,84 +295,26 @@ export class UpgradeViews {
     }
   }
 
-  private viaList(workflowId: string): Promise<RunView | undefined> {
-    if (this.queued.size >= this.opts.maxEntries) return Promise.reject(new Error('too many reads waiting for a List'));
-    return new Promise((resolve, reject) => {
-      this.queued.set(workflowId, { resolve, reject });
-      this.scheduleFlush();
-    });
-  }
-
-  /**
-   * The next List goes out after this turn of the event loop (or when the rate allows), with every
-   * read queued by then.
-   */
-  private scheduleFlush(): void {
-    if (this.flushScheduled || this.queued.size === 0 || this.listsInFlight >= this.opts.maxListsInFlight) return;
-    this.flushScheduled = true;
-    const flush = () =>
-      this.outside(() => {
-        this.flushScheduled = false;
-        if (this.queued.size === 0 || this.listsInFlight >= this.opts.maxListsInFlight) return;
-        if (Date.now() < this.nextListAt) return this.scheduleFlush();
-        this.nextListAt = Math.max(Date.now(), this.nextListAt) + 1000 / this.opts.maxListsPerSecond;
-        const batch = new Map<string, Waiting>();
-        for (const [id, waiting] of this.queued) {
-          if (batch.size >= this.opts.batchSize) break;
-          batch.set(id, waiting);
-          this.queued.delete(id);
-        }
-        this.listsInFlight++;
-        void this.list(batch).finally(() => {
-          this.listsInFlight--;
-          this.scheduleFlush();
-        });
-        this.scheduleFlush();
-      });
-    const wait = this.nextListAt - Date.now();
-    if (wait > 0) setTimeout(flush, wait);
-    else setImmediate(flush);
-  }
-
-  private async list(batch: Map<string, Waiting>): Promise<void> {
-    const started = Date.now();
-    this.stats.lists++;
-    const listed = new Map<string, ListedRun>();
-    try {
-      for await (const run of this.opts.listRunning([...batch.keys()])) {
-        this.stats.listedRows++;
-        if (batch.has(run.workflowId)) listed.set(run.workflowId, run);
-      }
-    } catch (err) {
-      if (!this.listFailing)
-        this.opts.log?.warn({ err: String(err) }, 'listing polled cluster upgrades failed; hooks describe instead');
-      this.listFailing = true;
-      for (const waiting of batch.values()) waiting.reject(err);
-      return;
+  /** A read by the next List; a run seen here before that the List no longer shows is described. */
+  private async viaList(workflowId: string): Promise<RunView | undefined> {
+    const { run, started } = await this.lists.read(workflowId);
+    const before = this.entries.get(workflowId);
+    if (run) {
+      const sameRun = before?.view?.runId === run.runId;
+      const view: RunView = {
+        runId: run.runId,
+        running: true,
+        status: 'RUNNING',
+        ...(run.memo !== undefined ? { memo: run.memo } : {}),
+        workflowTaskRetrying: sameRun ? (before?.view?.workflowTaskRetrying ?? false) : false,
+      };
+      this.store(workflowId, view, started, false);
+      return view;
     }
-    this.listFailing = false;
-    for (const [id, waiting] of batch) {
-      const run = listed.get(id);
-      const before = this.entries.get(id);
-      if (run) {
-        const sameRun = before?.view?.runId === run.runId;
-        const view: RunView = {
-          runId: run.runId,
-          running: true,
-          status: 'RUNNING',
-          ...(run.memo !== undefined ? { memo: run.memo } : {}),
-          workflowTaskRetrying: sameRun ? (before?.view?.workflowTaskRetrying ?? false) : false,
-        };
-        this.store(id, view, started, false);
-        waiting.resolve(view);
-      } else if (before?.view) {
-        // Seen here before and not running now: closed, or replaced by a run not visible yet.
-        waiting.resolve(this.viaDescribe(id, started, false));
-      } else {
-        this.store(id, undefined, started, false);
-        waiting.resolve(undefined);
-      }
-    }
+    // Seen here before and not running now: closed, or replaced by a run not visible yet.
+    if (before?.view) return await this.viaDescribe(workflowId, started, false);
+    this.store(workflowId, undefined, started, false);
+    return undefined;
   }
 
   /** Keeps what a read found, unless a write or a later read since makes it older than what we know. */

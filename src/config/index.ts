@@ -100,6 +100,120 @@ export class ConfigError extends Error {
   }
 }
 
+/** WORKER_*: the worker's slots and cache, and how often a waiting node upgrade is polled. */
+function workerTuning(read: EnvReader): WorkerTuning {
+  const tuning = {
+    maxConcurrentActivityTaskExecutions: read.optionalInt('WORKER_MAX_CONCURRENT_ACTIVITIES', 1, 10_000),
+    maxConcurrentWorkflowTaskExecutions: read.optionalInt('WORKER_MAX_CONCURRENT_WORKFLOW_TASKS', 2, 10_000),
+    maxCachedWorkflows: read.optionalInt('WORKER_MAX_CACHED_WORKFLOWS', 0, 100_000),
+  };
+  return {
+    ...(Object.fromEntries(Object.entries(tuning).filter(([, v]) => v !== undefined)) as Omit<
+      WorkerTuning,
+      'nodeUpgradePollMs'
+    >),
+    // One GET per waiting upgrade per interval; the watch heartbeats every 3 s whatever the interval.
+    nodeUpgradePollMs: read.duration('NODE_UPGRADE_POLL_INTERVAL', 500, 100, 5_000),
+  };
+}
+
+/** NODE_UPGRADE_*: the Job's image by digest, an https or file:/// binary source, the checksums file. */
+function nodeUpgradeJob(read: EnvReader): NodeUpgradeJobSettings {
+  const allowUnpinned = read.bool('NODE_UPGRADE_JOB_ALLOW_UNPINNED_IMAGE', false);
+  const image = read.str('NODE_UPGRADE_JOB_IMAGE', DEFAULT_JOB_IMAGE);
+  if (!isPinnedImage(image) && !allowUnpinned)
+    read.problems.push(
+      `NODE_UPGRADE_JOB_IMAGE=${JSON.stringify(image)}: not pinned by digest (<image>@sha256:<64 hex>); ` +
+        'a tag can be moved to other content (set NODE_UPGRADE_JOB_ALLOW_UNPINNED_IMAGE=true to accept it)',
+    );
+  const allowHttpBinarySource = read.bool('NODE_UPGRADE_BINARY_SOURCE_ALLOW_HTTP', false);
+  const binarySource = read.env.NODE_UPGRADE_BINARY_SOURCE || undefined;
+  const sourceProblem = binarySource && binarySourceProblem(binarySource, allowHttpBinarySource);
+  if (sourceProblem) read.problems.push(`NODE_UPGRADE_BINARY_SOURCE=${JSON.stringify(binarySource)}: ${sourceProblem}`);
+  const checksumsFile = read.env.NODE_UPGRADE_CHECKSUMS_FILE || undefined;
+  if (checksumsFile && !checksumsFile.startsWith('/'))
+    read.problems.push(`NODE_UPGRADE_CHECKSUMS_FILE=${JSON.stringify(checksumsFile)}: expected an absolute path`);
+  const volumeText = read.env.NODE_UPGRADE_BINARY_VOLUME || undefined;
+  const volume = volumeText ? parseBinaryVolume(volumeText, allowUnpinned) : undefined;
+  if (volume && !volume.ok)
+    read.problems.push(`NODE_UPGRADE_BINARY_VOLUME=${JSON.stringify(volumeText)}: ${volume.problem}`);
+  const ignoreText = read.env.NODE_UPGRADE_KUBEADM_IGNORE_PREFLIGHT_ERRORS || undefined;
+  const ignorePreflightErrors = ignoreText?.split(',').map((c) => c.trim());
+  if (ignorePreflightErrors?.some((c) => !/^[A-Za-z0-9][A-Za-z0-9.-]*$/.test(c)))
+    read.problems.push(
+      `NODE_UPGRADE_KUBEADM_IGNORE_PREFLIGHT_ERRORS=${JSON.stringify(ignoreText)}: expected comma-separated kubeadm preflight check names (e.g. SystemVerification)`,
+    );
+  return {
+    image,
+    ...(binarySource ? { binarySource } : {}),
+    allowHttpBinarySource,
+    ...(ignorePreflightErrors ? { ignorePreflightErrors } : {}),
+    ...(checksumsFile ? { checksumsFile } : {}),
+    ...(volume?.ok ? { binaryVolume: volume.volume } : {}),
+  };
+}
+
+/** NOTIFICATION_WEBHOOK_URL: an http(s) URL (it may carry a token: never logged). */
+function notificationWebhook(read: EnvReader): Pick<AppConfig, 'notificationWebhookUrl'> {
+  const raw = read.env.NOTIFICATION_WEBHOOK_URL;
+  if (!raw) return {};
+  let url: URL | undefined;
+  try {
+    url = new URL(raw);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
+    read.problems.push('NOTIFICATION_WEBHOOK_URL: expected an http:// or https:// URL');
+    return {};
+  }
+  return { notificationWebhookUrl: raw };
+}
+
+function nodeUpgraderNamespace(read: EnvReader): string {
+  const raw = read.str('NODE_UPGRADER_NAMESPACE', DEFAULT_NODE_UPGRADER_NAMESPACE);
+  if (!DNS1123_LABEL.test(raw))
+    read.problems.push(`NODE_UPGRADER_NAMESPACE=${JSON.stringify(raw)}: not a namespace name`);
+  return raw;
+}
+
+function requestChecks(read: EnvReader): boolean {
+  const raw = read.str('HOOK_REQUEST_CHECKS', 'on');
+  if (raw === 'on' || raw === 'off') return raw === 'on';
+  read.problems.push(`HOOK_REQUEST_CHECKS=${JSON.stringify(raw)}: expected on or off`);
+  return true;
+}
+
+/** TLS, mTLS and API key settings, each problem named. */
+function temporalSecurity(read: EnvReader): Pick<TemporalConfig, 'tls' | 'apiKeyFile' | 'apiKey'> {
+  const file = (name: string) => read.env[name] || undefined;
+  const tlsFiles: TemporalTlsSettings = {
+    ...(file('TEMPORAL_TLS_CA_FILE') ? { caFile: file('TEMPORAL_TLS_CA_FILE') } : {}),
+    ...(file('TEMPORAL_TLS_SERVER_NAME') ? { serverName: file('TEMPORAL_TLS_SERVER_NAME') } : {}),
+    ...(file('TEMPORAL_TLS_CERT_FILE') ? { certFile: file('TEMPORAL_TLS_CERT_FILE') } : {}),
+    ...(file('TEMPORAL_TLS_KEY_FILE') ? { keyFile: file('TEMPORAL_TLS_KEY_FILE') } : {}),
+  };
+  if (Boolean(tlsFiles.certFile) !== Boolean(tlsFiles.keyFile))
+    read.problems.push('TEMPORAL_TLS_CERT_FILE and TEMPORAL_TLS_KEY_FILE: set both (mTLS) or neither');
+  const apiKeyFile = file('TEMPORAL_API_KEY_FILE');
+  const apiKey = file('TEMPORAL_API_KEY');
+  if (apiKeyFile && apiKey) read.problems.push('TEMPORAL_API_KEY and TEMPORAL_API_KEY_FILE: set one, not both');
+  const anyTls = Object.keys(tlsFiles).length > 0;
+  // On when asked, or when anything needs it; an API key never travels in clear text.
+  const tls = read.bool('TEMPORAL_TLS', anyTls || Boolean(apiKeyFile || apiKey));
+  if (!tls && anyTls)
+    read.problems.push(
+      `TEMPORAL_TLS=false contradicts ${Object.keys(tlsFiles).length} TLS setting(s) (TEMPORAL_TLS_*)`,
+    );
+  if (!tls && (apiKeyFile || apiKey))
+    read.problems.push('TEMPORAL_TLS=false: an API key (TEMPORAL_API_KEY / TEMPORAL_API_KEY_FILE) needs TLS');
+  return {
+    ...(tls ? { tls: tlsFiles } : {}),
+    ...(apiKeyFile ? { apiKeyFile } : {}),
+    ...(apiKey ? { apiKey } : {}),
+  };
+}
+
 export function parseConfig(env: Record<string, string | undefined> = process.env): AppConfig {
   const read = new EnvReader(env);
   const role = read.str('ROLE', 'all');
@@ -109,117 +223,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
   const server = readServerConfig(read);
   const handlers = readHandlers(read);
 
-  const tuning = {
-    maxConcurrentActivityTaskExecutions: read.optionalInt('WORKER_MAX_CONCURRENT_ACTIVITIES', 1, 10_000),
-    maxConcurrentWorkflowTaskExecutions: read.optionalInt('WORKER_MAX_CONCURRENT_WORKFLOW_TASKS', 2, 10_000),
-    maxCachedWorkflows: read.optionalInt('WORKER_MAX_CACHED_WORKFLOWS', 0, 100_000),
-  };
-  const worker: WorkerTuning = {
-    ...(Object.fromEntries(Object.entries(tuning).filter(([, v]) => v !== undefined)) as Omit<
-      WorkerTuning,
-      'nodeUpgradePollMs'
-    >),
-    // One GET per waiting upgrade per interval; the watch heartbeats every 3 s whatever the interval.
-    nodeUpgradePollMs: read.duration('NODE_UPGRADE_POLL_INTERVAL', 500, 100, 5_000),
-  };
-
-  /** NODE_UPGRADE_*: the Job's image by digest, an https or file:/// binary source, the checksums file. */
-  function nodeUpgradeJob(): NodeUpgradeJobSettings {
-    const allowUnpinned = read.bool('NODE_UPGRADE_JOB_ALLOW_UNPINNED_IMAGE', false);
-    const image = read.str('NODE_UPGRADE_JOB_IMAGE', DEFAULT_JOB_IMAGE);
-    if (!isPinnedImage(image) && !allowUnpinned)
-      read.problems.push(
-        `NODE_UPGRADE_JOB_IMAGE=${JSON.stringify(image)}: not pinned by digest (<image>@sha256:<64 hex>); ` +
-          'a tag can be moved to other content (set NODE_UPGRADE_JOB_ALLOW_UNPINNED_IMAGE=true to accept it)',
-      );
-    const allowHttpBinarySource = read.bool('NODE_UPGRADE_BINARY_SOURCE_ALLOW_HTTP', false);
-    const binarySource = read.env.NODE_UPGRADE_BINARY_SOURCE || undefined;
-    const sourceProblem = binarySource && binarySourceProblem(binarySource, allowHttpBinarySource);
-    if (sourceProblem)
-      read.problems.push(`NODE_UPGRADE_BINARY_SOURCE=${JSON.stringify(binarySource)}: ${sourceProblem}`);
-    const checksumsFile = read.env.NODE_UPGRADE_CHECKSUMS_FILE || undefined;
-    if (checksumsFile && !checksumsFile.startsWith('/'))
-      read.problems.push(`NODE_UPGRADE_CHECKSUMS_FILE=${JSON.stringify(checksumsFile)}: expected an absolute path`);
-    const volumeText = read.env.NODE_UPGRADE_BINARY_VOLUME || undefined;
-    const volume = volumeText ? parseBinaryVolume(volumeText, allowUnpinned) : undefined;
-    if (volume && !volume.ok)
-      read.problems.push(`NODE_UPGRADE_BINARY_VOLUME=${JSON.stringify(volumeText)}: ${volume.problem}`);
-    const ignoreText = read.env.NODE_UPGRADE_KUBEADM_IGNORE_PREFLIGHT_ERRORS || undefined;
-    const ignorePreflightErrors = ignoreText?.split(',').map((c) => c.trim());
-    if (ignorePreflightErrors?.some((c) => !/^[A-Za-z0-9][A-Za-z0-9.-]*$/.test(c)))
-      read.problems.push(
-        `NODE_UPGRADE_KUBEADM_IGNORE_PREFLIGHT_ERRORS=${JSON.stringify(ignoreText)}: expected comma-separated kubeadm preflight check names (e.g. SystemVerification)`,
-      );
-    return {
-      image,
-      ...(binarySource ? { binarySource } : {}),
-      allowHttpBinarySource,
-      ...(ignorePreflightErrors ? { ignorePreflightErrors } : {}),
-      ...(checksumsFile ? { checksumsFile } : {}),
-      ...(volume?.ok ? { binaryVolume: volume.volume } : {}),
-    };
-  }
-
-  /** NOTIFICATION_WEBHOOK_URL: an http(s) URL (it may carry a token: never logged). */
-  function notificationWebhook(): Pick<AppConfig, 'notificationWebhookUrl'> {
-    const raw = read.env.NOTIFICATION_WEBHOOK_URL;
-    if (!raw) return {};
-    let url: URL | undefined;
-    try {
-      url = new URL(raw);
-    } catch {
-      url = undefined;
-    }
-    if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
-      read.problems.push('NOTIFICATION_WEBHOOK_URL: expected an http:// or https:// URL');
-      return {};
-    }
-    return { notificationWebhookUrl: raw };
-  }
-
-  function nodeUpgraderNamespace(): string {
-    const raw = read.str('NODE_UPGRADER_NAMESPACE', DEFAULT_NODE_UPGRADER_NAMESPACE);
-    if (!DNS1123_LABEL.test(raw))
-      read.problems.push(`NODE_UPGRADER_NAMESPACE=${JSON.stringify(raw)}: not a namespace name`);
-    return raw;
-  }
-
-  function requestChecks(): boolean {
-    const raw = read.str('HOOK_REQUEST_CHECKS', 'on');
-    if (raw === 'on' || raw === 'off') return raw === 'on';
-    read.problems.push(`HOOK_REQUEST_CHECKS=${JSON.stringify(raw)}: expected on or off`);
-    return true;
-  }
-
-  /** TLS, mTLS and API key settings, each problem named. */
-  function temporalSecurity(): Pick<TemporalConfig, 'tls' | 'apiKeyFile' | 'apiKey'> {
-    const file = (name: string) => read.env[name] || undefined;
-    const tlsFiles: TemporalTlsSettings = {
-      ...(file('TEMPORAL_TLS_CA_FILE') ? { caFile: file('TEMPORAL_TLS_CA_FILE') } : {}),
-      ...(file('TEMPORAL_TLS_SERVER_NAME') ? { serverName: file('TEMPORAL_TLS_SERVER_NAME') } : {}),
-      ...(file('TEMPORAL_TLS_CERT_FILE') ? { certFile: file('TEMPORAL_TLS_CERT_FILE') } : {}),
-      ...(file('TEMPORAL_TLS_KEY_FILE') ? { keyFile: file('TEMPORAL_TLS_KEY_FILE') } : {}),
-    };
-    if (Boolean(tlsFiles.certFile) !== Boolean(tlsFiles.keyFile))
-      read.problems.push('TEMPORAL_TLS_CERT_FILE and TEMPORAL_TLS_KEY_FILE: set both (mTLS) or neither');
-    const apiKeyFile = file('TEMPORAL_API_KEY_FILE');
-    const apiKey = file('TEMPORAL_API_KEY');
-    if (apiKeyFile && apiKey) read.problems.push('TEMPORAL_API_KEY and TEMPORAL_API_KEY_FILE: set one, not both');
-    const anyTls = Object.keys(tlsFiles).length > 0;
-    // On when asked, or when anything needs it; an API key never travels in clear text.
-    const tls = read.bool('TEMPORAL_TLS', anyTls || Boolean(apiKeyFile || apiKey));
-    if (!tls && anyTls)
-      read.problems.push(
-        `TEMPORAL_TLS=false contradicts ${Object.keys(tlsFiles).length} TLS setting(s) (TEMPORAL_TLS_*)`,
-      );
-    if (!tls && (apiKeyFile || apiKey))
-      read.problems.push('TEMPORAL_TLS=false: an API key (TEMPORAL_API_KEY / TEMPORAL_API_KEY_FILE) needs TLS');
-    return {
-      ...(tls ? { tls: tlsFiles } : {}),
-      ...(apiKeyFile ? { apiKeyFile } : {}),
-      ...(apiKey ? { apiKey } : {}),
-    };
-  }
+  const worker = workerTuning(read);
 
   const versioning = parseWorkerVersioning(env);
   read.problems.push(...versioning.problems);
@@ -233,7 +237,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       namespace: read.str('TEMPORAL_NAMESPACE', 'default'),
       taskQueue: read.str('TEMPORAL_TASK_QUEUE', 'capi-upgrade-orchestrator'),
       visibilityListsPerSecond: read.int('TEMPORAL_VISIBILITY_LISTS_PER_SECOND', 50, 1, 10_000),
-      ...temporalSecurity(),
+      ...temporalSecurity(read),
       reloadIntervalMs: read.duration('TEMPORAL_CREDENTIALS_RELOAD_INTERVAL', 30_000, 1_000, 3_600_000),
     },
     ops: { host: read.str('OPS_SERVER_HOST', '0.0.0.0'), port: read.int('OPS_SERVER_PORT', 8080, 0, 65535) },
@@ -241,13 +245,13 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       ? { temporalSdkMetricsAddress: read.env.TEMPORAL_SDK_METRICS_ADDRESS }
       : {}),
     ...(read.env.WORKFLOW_BUNDLE_PATH ? { workflowBundlePath: read.env.WORKFLOW_BUNDLE_PATH } : {}),
-    nodeUpgradeJob: nodeUpgradeJob(),
-    ...notificationWebhook(),
+    nodeUpgradeJob: nodeUpgradeJob(read),
+    ...notificationWebhook(read),
     worker,
     ...(versioning.versioning ? { workerVersioning: versioning.versioning } : {}),
     workerDrainTimeoutMs: versioning.drainTimeoutMs,
-    requestChecks: requestChecks(),
-    nodeUpgraderNamespace: nodeUpgraderNamespace(),
+    requestChecks: requestChecks(read),
+    nodeUpgraderNamespace: nodeUpgraderNamespace(read),
     workloadReads: readWorkloadReadLimits(read),
   };
   if (read.problems.length > 0) throw new ConfigError(read.problems);
