@@ -29,13 +29,13 @@ import { startOpsServer, type OpsServer } from './ops/ops-server.ts';
 import { startTemporalProbe } from './ops/temporal-probe.ts';
 import { startVisibilityGauges } from './ops/visibility-gauges.ts';
 import { NodeUpgradeWatch } from './activities/node-upgrade-watch.ts';
-import { TemporalClients } from './temporal-clients.ts';
+import { TemporalClients } from './platform/temporal/clients.ts';
 import {
   connectFailureMessage,
   readTemporalCredentials,
   watchTemporalCredentials,
   type TemporalCredentials,
-} from './temporal-connection.ts';
+} from './platform/temporal/connection.ts';
 import { createLogger, temporalSdkLogger, type Logger } from './log.ts';
 import { ensureSearchAttributes } from './temporal-setup.ts';
 import { WorkerHost } from './worker-host.ts';

@@ -3,11 +3,11 @@
 //   0 model        shared vocabulary (types, names, search attributes)
 //   1 domain       pure rules
 //   2 platform     the adapters: kube/ to Kubernetes (errors as plain typed errors: no Temporal
-//                  package), temporal/ to the workflow service
+//                  package), temporal/ to the workflow service (connection, clients, Worker Versioning)
 //   3 activities, workflows (a workflow imports activities' types only: the lint rule says why;
 //     an activity imports no workflow code but the message definitions, the workflows' contract,
 //     to signal one as the api does)
-//   4 process settings: config/, temporal-connection.ts, worker-versioning.ts, log.ts
+//   4 process settings: config/, log.ts
 //   5 api, cli, ops, local, the worker and main; on this floor the api reaches Kubernetes through
 //     the platform, never through activities (whose errors are Temporal failures), and ops
 //     (jobs and probes the api also uses) imports nothing of the api
@@ -30,8 +30,6 @@ const FLOORS: readonly [prefix: string, floor: number][] = [
   ['src/activities/', 3],
   ['src/workflows/', 3],
   ['src/config/', 4],
-  ['src/temporal-connection.ts', 4],
-  ['src/worker-versioning.ts', 4],
   ['src/log.ts', 4],
 ];
 
