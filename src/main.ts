@@ -30,6 +30,7 @@ import { startTemporalProbe } from './ops/temporal-probe.ts';
 import { startVisibilityGauges } from './ops/visibility-gauges.ts';
 import { NodeUpgradeWatch } from './activities/node-upgrade-watch.ts';
 import { TemporalClients } from './platform/temporal/clients.ts';
+import { workflowPort } from './platform/temporal/workflows.ts';
 import {
   connectFailureMessage,
   readTemporalCredentials,
@@ -187,7 +188,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
         {
           management,
           upgradeWatch,
-          temporal: () => client,
+          temporal: workflowPort(client),
           nodeUpgradeJob: config.nodeUpgradeJob,
           ...(config.notificationWebhookUrl ? { notificationWebhookUrl: config.notificationWebhookUrl } : {}),
         },
