@@ -67,6 +67,7 @@ import { RecentKeys } from './recent-keys.ts';
 import { clusterUpgradeRule, type RequestChecks } from './request-checks.ts';
 import { describeUpgradeRun, internalErrorOf, listRunningUpgrades, withinHookDeadline } from './upgrade-runs.ts';
 import { UpgradeViews, type RunView, type UpgradeViewsOptions } from './upgrade-views.ts';
+import { clusterUpgradeMemo, memoValue } from '../platform/temporal/memo.ts';
 
 export interface ClusterUpgradeBackendOptions {
   client: Client;
@@ -271,7 +272,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
 
   /** The answer once a write was refused as a repeat (another replica recorded the call first). */
   const answerFresh = async (workflowId: string, call: HookCall, capSeconds: number): Promise<RetryResult> => {
-    const again = (await views.fresh(workflowId))?.memo as ClusterUpgradeMemo | undefined;
+    const again = memoValue(clusterUpgradeMemo, (await views.fresh(workflowId))?.memo);
     // Another target's halt is the superseded run winding down (its abort), not this call's answer.
     if (again?.halted && again.targetVersion === call.targetVersion) return failure(again.halted);
     const gate = again?.gates[gateKey(call.hook, call.version)];
@@ -307,7 +308,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
       run = await withinHookDeadline(views.fresh(workflowId), ctx);
       if (!run) throw err;
     }
-    const memo = run.memo as ClusterUpgradeMemo | undefined;
+    const memo = memoValue(clusterUpgradeMemo, run.memo);
     if (!run.running) {
       if (run.status === 'COMPLETED' && memo?.phase === 'Upgraded' && memo.targetVersion === call.targetVersion)
         return { status: 'Success', message: `upgrade to ${memo.targetVersion} completed`, retryAfterSeconds: 0 };
@@ -367,7 +368,7 @@ export function createClusterUpgradeHandlers(opts: ClusterUpgradeBackendOptions)
   const fromKept = (cluster: UpgradeTarget, call: HookCall, capSeconds: number): RetryResult | undefined => {
     const workflowId = clusterUpgradeWorkflowId(cluster);
     const run = views.kept(workflowId);
-    const memo = run?.memo as ClusterUpgradeMemo | undefined;
+    const memo = memoValue(clusterUpgradeMemo, run?.memo);
     if (!run?.running || run.workflowTaskRetrying || !memo || memo.targetVersion !== call.targetVersion)
       return undefined;
     if (memo.halted || memo.abortRequested || !call.policyHash || call.policyHash !== memo.policyHash) return undefined;

@@ -3,19 +3,14 @@
 // workflow applies, so a typo is refused before anything starts.
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { checkRolloutInput } from '../domain/fleet-rollout-plan.ts';
-import {
-  FLEET_ROLLOUT_MEMO_KEY,
-  fleetRolloutWorkflowId,
-  type FleetRolloutInput,
-  type FleetRolloutMemo,
-  type FleetRolloutStatus,
-} from '../model/fleet-rollout.ts';
+import { fleetRolloutWorkflowId, type FleetRolloutInput, type FleetRolloutStatus } from '../model/fleet-rollout.ts';
 import { FleetRollout } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
 import { UsageError } from './operations.ts';
 import { nextWaveLines, rolloutHoldLines } from './held.ts';
 import { table } from './table.ts';
 import { abortRolloutSignal, approveWaveSignal, pauseRolloutSignal, resumeSignal } from '../workflows/messages.ts';
+import { fleetRolloutMemo, readMemo } from '../platform/temporal/memo.ts';
 
 export const ROLLOUT_USAGE = `  rollout start <name> --selector SEL --version V --waves 1,10%,100%
                 [--namespaces A,B] [--cluster-class C] [--soak 30m] [--max-concurrent 5]
@@ -140,7 +135,7 @@ export interface RolloutRow {
 export async function listRollouts(client: Client): Promise<RolloutRow[]> {
   const rows: RolloutRow[] = [];
   for await (const wf of client.workflow.list({ query: `WorkflowType = "${workflowTypes.fleetRollout}"` })) {
-    const memo = wf.memo?.[FLEET_ROLLOUT_MEMO_KEY] as FleetRolloutMemo | undefined;
+    const memo = readMemo(fleetRolloutMemo, wf.memo);
     rows.push({
       name: wf.workflowId.replace(/^fleet-rollout\//, ''),
       phase: memo?.phase ?? '',
