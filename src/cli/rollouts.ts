@@ -9,7 +9,13 @@ import { workflowTypes } from '../model/workflow-types.ts';
 import { UsageError } from './operations.ts';
 import { nextWaveLines, rolloutHoldLines } from './held.ts';
 import { table } from './table.ts';
-import { abortRolloutSignal, approveWaveSignal, pauseRolloutSignal, resumeSignal } from '../workflows/messages.ts';
+import {
+  abortRolloutSignal,
+  approveWaveSignal,
+  fleetRolloutStatusQuery,
+  pauseRolloutSignal,
+  resumeSignal,
+} from '../workflows/messages.ts';
 import { fleetRolloutMemo, readMemo } from '../platform/temporal/memo.ts';
 
 export const ROLLOUT_USAGE = `  rollout start <name> --selector SEL --version V --waves 1,10%,100%
@@ -108,7 +114,7 @@ export async function startRollout(client: Client, taskQueue: string, input: Fle
       const failure = await handle.result().catch((e: unknown) => e as { cause?: { message?: string } });
       throw new UsageError(`rollout ${input.name} refused: ${failure?.cause?.message ?? 'see the workflow history'}`);
     }
-    const status = await handle.query<FleetRolloutStatus>('status').catch(() => undefined);
+    const status = await handle.query(fleetRolloutStatusQuery).catch(() => undefined);
     if ((status && status.message !== 'starting' && status.message !== 'selecting clusters') || Date.now() > deadline)
       return { workflowId, status };
     await new Promise((r) => setTimeout(r, 250));
@@ -117,7 +123,7 @@ export async function startRollout(client: Client, taskQueue: string, input: Fle
 
 export async function rolloutStatus(client: Client, name: string): Promise<FleetRolloutStatus> {
   try {
-    return await client.workflow.getHandle(fleetRolloutWorkflowId(name)).query<FleetRolloutStatus>('status');
+    return await client.workflow.getHandle(fleetRolloutWorkflowId(name)).query(fleetRolloutStatusQuery);
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) throw new UsageError(`no rollout named ${name}`);
     throw err;

@@ -22,6 +22,7 @@ import { policyKeys } from '../domain/policy-keys.ts';
 import type { ClusterUpgradeMemo } from '../model/cluster-upgrade.ts';
 import { CAPI_GROUP, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL } from '../platform/kube/capi-api.ts';
 import { clusterUpgradeMemo, readMemo } from '../platform/temporal/memo.ts';
+import { abortSignal, resumeSignal } from '../workflows/messages.ts';
 
 const run = promisify(execFile);
 
@@ -167,8 +168,8 @@ function watchHints(state: DevState, namespace: string, name: string, workflowId
     capi-upgrades      capi-upgrades status ${namespace}/${name} --watch
     kubectl            kubectl --kubeconfig ${m.kubeconfig} get machines -n ${namespace} -w
   abort it (CAPI is held at its next hook call), then resume:
-    ${signal('abort', '{"reason":"trying the abort"}')}
-    ${signal('resume')}
+    ${signal(abortSignal.name, '{"reason":"trying the abort"}')}
+    ${signal(resumeSignal.name)}
     (or: capi-upgrades abort ${namespace}/${name} --reason "trying the abort"; capi-upgrades resume ${namespace}/${name})
 `;
 }
