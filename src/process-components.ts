@@ -24,8 +24,13 @@ import { startOpsServer, type HealthCheck, type OpsServer } from './ops/ops-serv
 import { startTemporalProbe } from './ops/temporal-probe.ts';
 import { startVisibilityGauges } from './ops/visibility-gauges.ts';
 import { NodeUpgradeWatch } from './activities/node-upgrade-watch.ts';
-import type { TemporalClients } from './temporal-clients.ts';
-import { connectFailureMessage, watchTemporalCredentials, type TemporalCredentials } from './temporal-connection.ts';
+import type { TemporalClients } from './platform/temporal/clients.ts';
+import { workflowPort } from './platform/temporal/workflows.ts';
+import {
+  connectFailureMessage,
+  watchTemporalCredentials,
+  type TemporalCredentials,
+} from './platform/temporal/connection.ts';
 import type { Logger } from './log.ts';
 import { WorkerHost } from './worker-host.ts';
 import { createWorker } from './worker.ts';
@@ -139,7 +144,7 @@ function worker(s: Shared): WorkerComponent {
       {
         management: s.management,
         upgradeWatch,
-        temporal: () => temporal.client,
+        temporal: workflowPort(() => temporal.client),
         nodeUpgradeJob: config.nodeUpgradeJob,
         ...(config.notificationWebhookUrl ? { notificationWebhookUrl: config.notificationWebhookUrl } : {}),
       },

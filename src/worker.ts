@@ -12,8 +12,8 @@ import {
   readTemporalCredentials,
   type TemporalEndpoint,
   type TemporalCredentials,
-} from './temporal-connection.ts';
-import { workerDeploymentOptions, type WorkerVersioning } from './worker-versioning.ts';
+} from './platform/temporal/connection.ts';
+import { workerDeploymentOptions, type WorkerVersioning } from './platform/temporal/worker-versioning.ts';
 
 export interface WorkerConfig extends TemporalEndpoint {
   taskQueue: string;
@@ -24,7 +24,7 @@ export interface WorkerConfig extends TemporalEndpoint {
   /** Shut down gracefully within this time on SIGTERM (activities get cancelled after). */
   shutdownGraceTime?: string;
   tuning?: WorkerTuning;
-  /** Registers as this Worker Deployment version; unset = unversioned (src/worker-versioning.ts). */
+  /** Registers as this Worker Deployment version; unset = unversioned (src/platform/temporal/worker-versioning.ts). */
   versioning?: WorkerVersioning;
 }
 

@@ -3,7 +3,6 @@
 // can pass their own. Every activity fails with a stable message (failures.ts):
 // activity failures reach CAPI conditions.
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { Client } from '@temporalio/client';
 import { createAlertActivities } from './alerts.ts';
 import { withStableFailures } from './failures.ts';
 import { createFleetActivities } from './fleet.ts';
@@ -14,6 +13,7 @@ import type { NodeUpgradeWatch } from './node-upgrade-watch.ts';
 import { createProbeActivities } from './probe.ts';
 import { createReadinessActivities } from './readiness.ts';
 import { createUpgradeActivities } from './upgrade.ts';
+import type { WorkflowPort } from '../platform/temporal/workflows.ts';
 
 export interface ActivityDeps {
   /** The management cluster; default: MANAGEMENT_KUBECONFIG, else the in-cluster service account. */
@@ -25,7 +25,7 @@ export interface ActivityDeps {
   /** Waits on node upgrades outside activity slots; unset = upgradeNode polls in its slot. */
   upgradeWatch?: NodeUpgradeWatch;
   /** The workflow service, for fleet rollouts following cluster upgrades; unset = they fail saying so. */
-  temporal?: () => Client;
+  temporal?: WorkflowPort;
 }
 
 export function createActivities(deps: ActivityDeps = {}) {

@@ -15,9 +15,9 @@
 //   is reported cancelled; the workflow itself deletes the executor's object.
 // - the activity ended otherwise (timed out server-side): its heartbeat is
 //   refused and the upgrade is dropped here.
-import { ActivityCancelledError, ActivityNotFoundError, type AsyncCompletionClient } from '@temporalio/client';
 import { deliberateFailure } from './failures.ts';
 import type { NodeUpgradeVerdict, WaitCheckpoint } from './machine-update-common.ts';
+import { heartbeatRefusal, type AsyncCompletions } from '../platform/temporal/async-completion.ts';
 
 export interface WatchedUpgrade {
   taskToken: Uint8Array;
@@ -52,10 +52,10 @@ export class NodeUpgradeWatch {
   private readonly pollMs: number;
   private readonly concurrency: number;
   private timer: NodeJS.Timeout | undefined;
-  private readonly clientOf: () => AsyncCompletionClient;
+  private readonly clientOf: () => AsyncCompletions;
 
   /** `client` may be a getter: the process replaces its connection when Temporal credentials rotate. */
-  constructor(client: AsyncCompletionClient | (() => AsyncCompletionClient), options: NodeUpgradeWatchOptions = {}) {
+  constructor(client: AsyncCompletions | (() => AsyncCompletions), options: NodeUpgradeWatchOptions = {}) {
     this.clientOf = typeof client === 'function' ? client : () => client;
     this.pollMs = options.pollMs ?? 1_000;
     this.concurrency = options.concurrency ?? 16;
@@ -152,9 +152,10 @@ export class NodeUpgradeWatch {
           observed: entry.observed,
         } satisfies WaitCheckpoint);
       } catch (err) {
-        if (err instanceof ActivityCancelledError) {
+        const refusal = heartbeatRefusal(err);
+        if (refusal === 'cancelled') {
           await this.finish(key, () => this.clientOf().reportCancellation(entry.taskToken));
-        } else if (err instanceof ActivityNotFoundError) {
+        } else if (refusal === 'gone') {
           this.drop(key);
         }
         // Anything else (Temporal unreachable): keep going; the heartbeat timeout decides.

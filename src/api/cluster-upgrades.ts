@@ -66,6 +66,7 @@ import {
 } from './upgrade-hook-calls.ts';
 import { describeUpgradeRun, internalErrorOf, listRunningUpgrades, withinHookDeadline } from './upgrade-runs.ts';
 import { UpgradeViews, type RunView, type UpgradeViewsOptions } from './upgrade-views.ts';
+import { clusterUpgradeMemo, memoValue } from '../platform/temporal/memo.ts';
 
 export interface ClusterUpgradeBackendOptions {
   client: Client;
@@ -167,7 +168,7 @@ async function start(b: Backend, a: Answering, replacing?: { previousRunId?: str
 
 /** The answer once a write was refused as a repeat (another replica recorded the call first). */
 async function answerFresh(b: Backend, workflowId: string, call: HookCall, capSeconds: number): Promise<RetryResult> {
-  const again = (await b.views.fresh(workflowId))?.memo as ClusterUpgradeMemo | undefined;
+  const again = memoValue(clusterUpgradeMemo, (await b.views.fresh(workflowId))?.memo);
   // Another target's halt is the superseded run winding down (its abort), not this call's answer.
   if (again?.halted && again.targetVersion === call.targetVersion) return failure(again.halted);
   const gate = again?.gates[gateKey(call.hook, call.version)];
@@ -202,7 +203,7 @@ async function runOrStart(b: Backend, a: Answering, read: 'kept' | 'fresh'): Pro
 
 /** A closed run: Success when it completed this target, else a fresh run replaces it. */
 async function answerClosed(b: Backend, a: Answering, run: RunView): Promise<RetryResult> {
-  const memo = run.memo as ClusterUpgradeMemo | undefined;
+  const memo = memoValue(clusterUpgradeMemo, run.memo);
   if (run.status === 'COMPLETED' && memo?.phase === 'Upgraded' && memo.targetVersion === a.call.targetVersion)
     return { status: 'Success', message: `upgrade to ${memo.targetVersion} completed`, retryAfterSeconds: 0 };
   // A finished upgrade to another target is the past; any other close must not be answered from.
@@ -258,7 +259,7 @@ async function answerFrom(b: Backend, a: Answering, read: 'kept' | 'fresh'): Pro
   if (!run.running) return await answerClosed(b, a, run);
   const broken = await internalError(b, clusterUpgradeWorkflowId(a.cluster), run);
   if (broken) return broken;
-  const memo = run.memo as ClusterUpgradeMemo | undefined;
+  const memo = memoValue(clusterUpgradeMemo, run.memo);
   if (memo && memo.targetVersion === call.targetVersion) {
     await signalChangedPolicy(b, a, run, memo);
     if (memo.halted) return failure(memo.halted);
@@ -289,7 +290,7 @@ function fromKept(
 ): RetryResult | undefined {
   const workflowId = clusterUpgradeWorkflowId(cluster);
   const run = views.kept(workflowId);
-  const memo = run?.memo as ClusterUpgradeMemo | undefined;
+  const memo = memoValue(clusterUpgradeMemo, run?.memo);
   if (!run?.running || run.workflowTaskRetrying || !memo || memo.targetVersion !== call.targetVersion) return undefined;
   if (memo.halted || memo.abortRequested || !call.policyHash || call.policyHash !== memo.policyHash) return undefined;
   const gate = memo.gates[gateKey(call.hook, call.version)];

@@ -17,7 +17,6 @@ import { resolveMachineUpdatePolicy } from '../domain/machine-update-policy.ts';
 import { tryParseVersion } from '../domain/versions.ts';
 import { abortSignal, retrySignal } from '../workflows/messages.ts';
 import {
-  MACHINE_UPDATE_MEMO_KEY,
   machineUpdateFailure,
   machineUpdateMessage,
   machineUpdateQueuedDetail,
@@ -39,6 +38,7 @@ import { machineKindOfTemplate, type NodeUpgraderCheck, type UpgraderAnswer } fr
 import type { InPlaceHandlers } from './routes/in-place.ts';
 import { updateMachineRule, type RequestChecks } from './request-checks.ts';
 import { CLUSTER_NAME_LABEL } from '../platform/kube/capi-api.ts';
+import { machineUpdateMemo, readMemo } from '../platform/temporal/memo.ts';
 
 const RETRY_AFTER_SECONDS = 10;
 
@@ -287,7 +287,7 @@ export function createInPlaceHandlers(opts: {
       let restart = false;
       try {
         const description = await client.workflow.getHandle(workflowId).describe();
-        const memo = description.memo?.[MACHINE_UPDATE_MEMO_KEY] as MachineUpdateMemo | undefined;
+        const memo = readMemo(machineUpdateMemo, description.memo);
         const running = description.status.name === 'RUNNING';
         // Closed runs: a success or an abort is final for this desired spec; anything else
         // (terminated, failed, timed out, a failure nobody retried for days) starts a new run below.
@@ -324,7 +324,7 @@ export function createInPlaceHandlers(opts: {
       })) {
         if (wf.workflowId === workflowId) continue;
         older.push(wf.workflowId);
-        const memo = wf.memo?.[MACHINE_UPDATE_MEMO_KEY] as MachineUpdateMemo | undefined;
+        const memo = readMemo(machineUpdateMemo, wf.memo);
         if (!memo?.abortRequested)
           await client.workflow
             .getHandle(wf.workflowId)

@@ -6,11 +6,12 @@
 // read a poll takes; the reads are here.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { CLUSTER_UPGRADE_MEMO_KEY, type ClusterUpgradeMemo } from '../model/cluster-upgrade.ts';
+import { CLUSTER_UPGRADE_MEMO_KEY } from '../model/cluster-upgrade.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
 import { BackendUnavailable } from './errors.ts';
 import type { HookContext } from './hook-route.ts';
 import type { ListedRun, RunView } from './upgrade-views.ts';
+import { clusterUpgradeMemo, readMemo } from '../platform/temporal/memo.ts';
 
 // A CommonJS package: under native ESM only its default export is visible.
 const EventType = proto.temporal.api.enums.v1.EventType;
@@ -29,7 +30,7 @@ export function describeUpgradeRun(client: Client): (workflowId: string) => Prom
   return async (workflowId) => {
     try {
       const d = await shared(client, () => client.workflow.getHandle(workflowId).describe());
-      const memo = d.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
+      const memo = readMemo(clusterUpgradeMemo, d.memo);
       return {
         runId: d.runId,
         running: d.status.name === 'RUNNING',

@@ -25,7 +25,7 @@ import { table } from './table.ts';
 import { complete, completionScript } from './completion.ts';
 import { machineTally, rolloutProgress, upgradeProgress } from './progress.ts';
 import { parseWatchDuration, watch } from './watch.ts';
-import { connectFailureMessage, connectionOptions, readTemporalCredentials } from '../temporal-connection.ts';
+import { connectFailureMessage, connectionOptions, readTemporalCredentials } from '../platform/temporal/connection.ts';
 import {
   controlUpgrade,
   listUpgrades,

@@ -3,12 +3,7 @@
 // `temporal workflow list/query/signal` would do, by cluster name instead of
 // workflow id.
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionInfo } from '@temporalio/client';
-import {
-  CLUSTER_UPGRADE_MEMO_KEY,
-  type ClusterUpgradeMemo,
-  type ClusterUpgradeStatus,
-  type UpgradePhase,
-} from '../model/cluster-upgrade.ts';
+import { type ClusterUpgradeMemo, type ClusterUpgradeStatus, type UpgradePhase } from '../model/cluster-upgrade.ts';
 import type { MachineUpdateStatus } from '../model/machine-update.ts';
 import {
   abortSignal,
@@ -26,6 +21,7 @@ import {
 } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
 import { machineUpdateHold } from './held.ts';
+import { clusterUpgradeMemo, readMemo } from '../platform/temporal/memo.ts';
 
 export interface ClusterKey {
   namespace: string;
@@ -134,7 +130,7 @@ export async function upgradeStatus(client: Client, cluster: ClusterKey): Promis
     // A query needs a worker; a few seconds at most, then the memo (always there) answers.
     status = await client.connection.withDeadline(Date.now() + 5_000, () => handle.query(clusterUpgradeStatusQuery));
   } catch {
-    memo = (await handle.describe()).memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
+    memo = readMemo(clusterUpgradeMemo, (await handle.describe()).memo);
   }
   const machineUpdates: MachineUpdateRow[] = [];
   const query = [
@@ -174,7 +170,7 @@ async function currentPhase(client: Client, run: UpgradeRow): Promise<string> {
     return (await client.connection.withDeadline(Date.now() + 5_000, () => handle.query(clusterUpgradeStatusQuery)))
       .phase;
   } catch {
-    const memo = (await handle.describe()).memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
+    const memo = readMemo(clusterUpgradeMemo, (await handle.describe()).memo);
     return memo?.phase ?? run.phase;
   }
 }

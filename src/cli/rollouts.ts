@@ -3,19 +3,20 @@
 // workflow applies, so a typo is refused before anything starts.
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { checkRolloutInput } from '../domain/fleet-rollout-plan.ts';
-import {
-  FLEET_ROLLOUT_MEMO_KEY,
-  fleetRolloutWorkflowId,
-  type FleetRolloutInput,
-  type FleetRolloutMemo,
-  type FleetRolloutStatus,
-} from '../model/fleet-rollout.ts';
+import { fleetRolloutWorkflowId, type FleetRolloutInput, type FleetRolloutStatus } from '../model/fleet-rollout.ts';
 import { FleetRollout } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
 import { UsageError } from './operations.ts';
 import { nextWaveLines, rolloutHoldLines } from './held.ts';
 import { table } from './table.ts';
-import { abortRolloutSignal, approveWaveSignal, pauseRolloutSignal, resumeSignal } from '../workflows/messages.ts';
+import {
+  abortRolloutSignal,
+  approveWaveSignal,
+  fleetRolloutStatusQuery,
+  pauseRolloutSignal,
+  resumeSignal,
+} from '../workflows/messages.ts';
+import { fleetRolloutMemo, readMemo } from '../platform/temporal/memo.ts';
 
 export const ROLLOUT_USAGE = `  rollout start <name> --selector SEL --version V --waves 1,10%,100%
                 [--namespaces A,B] [--cluster-class C] [--soak 30m] [--max-concurrent 5]
@@ -113,7 +114,7 @@ export async function startRollout(client: Client, taskQueue: string, input: Fle
       const failure = await handle.result().catch((e: unknown) => e as { cause?: { message?: string } });
       throw new UsageError(`rollout ${input.name} refused: ${failure?.cause?.message ?? 'see the workflow history'}`);
     }
-    const status = await handle.query<FleetRolloutStatus>('status').catch(() => undefined);
+    const status = await handle.query(fleetRolloutStatusQuery).catch(() => undefined);
     if ((status && status.message !== 'starting' && status.message !== 'selecting clusters') || Date.now() > deadline)
       return { workflowId, status };
     await new Promise((r) => setTimeout(r, 250));
@@ -122,7 +123,7 @@ export async function startRollout(client: Client, taskQueue: string, input: Fle
 
 export async function rolloutStatus(client: Client, name: string): Promise<FleetRolloutStatus> {
   try {
-    return await client.workflow.getHandle(fleetRolloutWorkflowId(name)).query<FleetRolloutStatus>('status');
+    return await client.workflow.getHandle(fleetRolloutWorkflowId(name)).query(fleetRolloutStatusQuery);
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) throw new UsageError(`no rollout named ${name}`);
     throw err;
@@ -140,7 +141,7 @@ export interface RolloutRow {
 export async function listRollouts(client: Client): Promise<RolloutRow[]> {
   const rows: RolloutRow[] = [];
   for await (const wf of client.workflow.list({ query: `WorkflowType = "${workflowTypes.fleetRollout}"` })) {
-    const memo = wf.memo?.[FLEET_ROLLOUT_MEMO_KEY] as FleetRolloutMemo | undefined;
+    const memo = readMemo(fleetRolloutMemo, wf.memo);
     rows.push({
       name: wf.workflowId.replace(/^fleet-rollout\//, ''),
       phase: memo?.phase ?? '',

@@ -9,8 +9,8 @@ import {
   type BinaryVolume,
 } from '../domain/node-binaries.ts';
 import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../model/machine-update.ts';
-import type { TemporalConnectionSettings, TemporalTlsSettings } from '../temporal-connection.ts';
-import { parseWorkerVersioning, type WorkerVersioning } from '../worker-versioning.ts';
+import type { TemporalConnectionSettings, TemporalTlsSettings } from '../platform/temporal/connection.ts';
+import { parseWorkerVersioning, type WorkerVersioning } from '../platform/temporal/worker-versioning.ts';
 import { DNS1123_LABEL } from '../model/cluster-upgrade.ts';
 import { EnvReader } from './env.ts';
 import { readHandlers, readServerConfig, type HandlerConfig, type ServerConfig } from './server.ts';
@@ -26,7 +26,7 @@ export interface OpsConfig {
   port: number;
 }
 
-/** Where and how to reach Temporal (src/temporal-connection.ts), and the task queue. */
+/** Where and how to reach Temporal (src/platform/temporal/connection.ts), and the task queue. */
 export interface TemporalConfig extends TemporalConnectionSettings {
   taskQueue: string;
   /**

@@ -19,8 +19,10 @@ import {
   upgradeArgs,
 } from './in-memory-samples.ts';
 import { policyKeys } from '../domain/policy-keys.ts';
-import { CLUSTER_UPGRADE_MEMO_KEY, type ClusterUpgradeMemo } from '../model/cluster-upgrade.ts';
+import type { ClusterUpgradeMemo } from '../model/cluster-upgrade.ts';
 import { CAPI_GROUP, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL } from '../platform/kube/capi-api.ts';
+import { clusterUpgradeMemo, readMemo } from '../platform/temporal/memo.ts';
+import { abortSignal, resumeSignal } from '../workflows/messages.ts';
 
 const run = promisify(execFile);
 
@@ -166,8 +168,8 @@ function watchHints(state: DevState, namespace: string, name: string, workflowId
     capi-upgrades      capi-upgrades status ${namespace}/${name} --watch
     kubectl            kubectl --kubeconfig ${m.kubeconfig} get machines -n ${namespace} -w
   abort it (CAPI is held at its next hook call), then resume:
-    ${signal('abort', '{"reason":"trying the abort"}')}
-    ${signal('resume')}
+    ${signal(abortSignal.name, '{"reason":"trying the abort"}')}
+    ${signal(resumeSignal.name)}
     (or: capi-upgrades abort ${namespace}/${name} --reason "trying the abort"; capi-upgrades resume ${namespace}/${name})
 `;
 }
@@ -236,9 +238,7 @@ async function upgradeOne(
   // Done when every Machine runs the target and the workflow says Upgraded (CAPI's last hook,
   // AfterClusterUpgrade, comes after the Machines).
   const handle = client.workflow.getHandle(workflowId);
-  const memo = async () =>
-    (await handle.describe().catch(() => undefined))?.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as
-      ClusterUpgradeMemo | undefined;
+  const memo = async () => readMemo(clusterUpgradeMemo, (await handle.describe().catch(() => undefined))?.memo);
   const done = await until(
     `every Machine of ${namespace}/${name} at ${opts.to} and its upgrade Upgraded`,
     deadline,

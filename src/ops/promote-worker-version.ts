@@ -8,7 +8,7 @@
 import { Connection } from '@temporalio/client';
 import { ConfigError, parseConfig } from '../config/index.ts';
 import { parseGoDuration } from '../domain/durations.ts';
-import { connectFailureMessage, connectionOptions, readTemporalCredentials } from '../temporal-connection.ts';
+import { connectFailureMessage, connectionOptions, readTemporalCredentials } from '../platform/temporal/connection.ts';
 import { promoteWorkerVersion } from './worker-deployment.ts';
 
 async function main(): Promise<number> {

@@ -5,8 +5,7 @@
 // (its memo). One list call per refresh, off any request path; a failed refresh
 // keeps the last figures (the temporal_reachable metric says why).
 import type { Client } from '@temporalio/client';
-import { CLUSTER_UPGRADE_MEMO_KEY, type ClusterUpgradeMemo } from '../model/cluster-upgrade.ts';
-import { FLEET_ROLLOUT_MEMO_KEY, type FleetRolloutMemo } from '../model/fleet-rollout.ts';
+import type { FleetRolloutMemo } from '../model/fleet-rollout.ts';
 import { UpgradePhase } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
 import {
@@ -16,6 +15,7 @@ import {
   upgradesByPhase,
   upgradesDelayed,
 } from './metrics.ts';
+import { clusterUpgradeMemo, fleetRolloutMemo, readMemo } from '../platform/temporal/memo.ts';
 
 const QUERY = `ExecutionStatus = 'Running' AND WorkflowType IN ('${workflowTypes.clusterUpgrade}', '${workflowTypes.machineUpdate}', '${workflowTypes.fleetRollout}')`;
 /** A fleet is thousands, not millions: past this the figures stop growing rather than the scrape. */
@@ -31,7 +31,7 @@ export async function refreshVisibilityGauges(client: Client): Promise<void> {
   let n = 0;
   for await (const wf of client.workflow.list({ query: QUERY, pageSize: 1_000 })) {
     if (wf.type === workflowTypes.fleetRollout) {
-      const memo = wf.memo?.[FLEET_ROLLOUT_MEMO_KEY] as FleetRolloutMemo | undefined;
+      const memo = readMemo(fleetRolloutMemo, wf.memo);
       if (memo) rollouts.set(wf.workflowId.replace(/^fleet-rollout\//, ''), memo.counts);
       continue;
     }
@@ -39,7 +39,7 @@ export async function refreshVisibilityGauges(client: Client): Promise<void> {
     const into = wf.type === workflowTypes.clusterUpgrade ? upgrades : updates;
     into.set(phase, (into.get(phase) ?? 0) + 1);
     if (wf.type === workflowTypes.clusterUpgrade) {
-      const memo = wf.memo?.[CLUSTER_UPGRADE_MEMO_KEY] as ClusterUpgradeMemo | undefined;
+      const memo = readMemo(clusterUpgradeMemo, wf.memo);
       if (memo?.delayed && memo.phase === 'Pending') delayed++;
       if (memo?.phase === 'Pending')
         for (const [check, verdict] of Object.entries(memo.readiness?.checks ?? {}))

@@ -1,9 +1,9 @@
 // A process that closes its Temporal clients while a call to an unreachable frontend waits for
 // its next retry (the client's retry timer outlives the close), then stays up past that retry:
 // it prints `survived` and exits 0 unless the retry's error ended it.
-import { TemporalClients } from '../../src/temporal-clients.ts';
+import { TemporalClients } from '../../src/platform/temporal/clients.ts';
 import { parseConfig } from '../../src/config/index.ts';
-import { readTemporalCredentials } from '../../src/temporal-connection.ts';
+import { readTemporalCredentials } from '../../src/platform/temporal/connection.ts';
 
 const port = process.argv[2];
 const settings = parseConfig({ TEMPORAL_ADDRESS: `127.0.0.1:${port}` }).temporal;

@@ -8,6 +8,7 @@ import { expect } from '@jest/globals';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { createFleetActivities } from '../../src/activities/fleet.ts';
 import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
+import { workflowPort } from '../../src/platform/temporal/workflows.ts';
 import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
 import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
@@ -124,7 +125,7 @@ export function fleetCapiTestbed(prefix: string, taskQueuePrefix: string): Fleet
       hooks = server;
       const fleet = createFleetActivities({
         management: managementKubeConfig(testbed().workerKubeconfig),
-        temporal: () => client,
+        temporal: workflowPort(client),
         checkClusterHealth: async () => healthy(),
       });
       worker = await startTestWorker({ taskQueue, activities: { ...stubUpgradeActivities(), ...fleet } });

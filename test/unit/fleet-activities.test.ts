@@ -8,6 +8,7 @@ import { createFleetActivities } from '../../src/activities/fleet.ts';
 import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
 import type { SelectedCluster } from '../../src/model/fleet-rollout.ts';
 import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
+import { workflowPort } from '../../src/platform/temporal/workflows.ts';
 
 interface Sent {
   workflowId: string;
@@ -45,7 +46,7 @@ describe('abortClusterUpgrades', () => {
     const { client, sent } = recordingClient(new Set([idOf(gone)]));
     const fleet = createFleetActivities({
       management: managementKubeConfig(undefined, {}),
-      temporal: () => client,
+      temporal: workflowPort(client),
       checkClusterHealth: () => Promise.reject(new Error('not called')),
     });
     await fleet.abortClusterUpgrades({ clusters: [a, gone, b], reason: 'bad canary' });
@@ -61,7 +62,7 @@ describe('checkClustersHealth', () => {
     const checked: string[] = [];
     const fleet = createFleetActivities({
       management: managementKubeConfig(undefined, {}),
-      temporal: () => recordingClient(new Set()).client,
+      temporal: workflowPort(recordingClient(new Set()).client),
       checkClusterHealth: async ({ cluster: c }) => {
         checked.push(c.name);
         await new Promise((r) => setTimeout(r, 20));

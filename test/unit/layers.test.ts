@@ -3,14 +3,17 @@
 //   0 model        shared vocabulary (types, names, search attributes)
 //   1 domain       pure rules
 //   2 platform     the adapters: kube/ to Kubernetes (errors as plain typed errors: no Temporal
-//                  package), temporal/ to the workflow service
+//                  package), temporal/ to the workflow service (connection, clients, Worker Versioning)
 //   3 activities, workflows (a workflow imports activities' types only: the lint rule says why;
 //     an activity imports no workflow code but the message definitions, the workflows' contract,
 //     to signal one as the api does)
-//   4 process settings: config/, temporal-connection.ts, worker-versioning.ts, log.ts
+//   4 process settings: config/, log.ts
 //   5 api, cli, ops, local, the worker and main; on this floor the api reaches Kubernetes through
 //     the platform, never through activities (whose errors are Temporal failures), and ops
 //     (jobs and probes the api also uses) imports nothing of the api
+// @temporalio/client is held only in platform/temporal, the process wiring (main, worker*,
+// temporal-setup) and the api, cli, ops and local: never in activities, workflows, domain, model,
+// config or platform/kube.
 // And the tests and the benches share code only through src/ and support/ (neither imports the other;
 // support/ and src/ import neither).
 import { readdirSync, readFileSync } from 'node:fs';
@@ -30,8 +33,6 @@ const FLOORS: readonly [prefix: string, floor: number][] = [
   ['src/activities/', 3],
   ['src/workflows/', 3],
   ['src/config/', 4],
-  ['src/temporal-connection.ts', 4],
-  ['src/worker-versioning.ts', 4],
   ['src/log.ts', 4],
 ];
 
@@ -91,6 +92,40 @@ function upwardArrows(arrows: readonly Arrow[]): string[] {
 /** Whether a module imports a Temporal package (type-only imports included). */
 function importsTemporal(text: string): boolean {
   return /^\s*(?:import|export)\b[^;]*?\sfrom\s+'@temporalio\//ms.test(text);
+}
+
+/** Whether a module imports @temporalio/client (statically, type-only included, or by `import()`). */
+function importsTemporalClient(text: string): boolean {
+  return (
+    /^\s*(?:import|export)\b[^;]*?\sfrom\s+'@temporalio\/client'/ms.test(text) ||
+    /\bimport\(\s*'@temporalio\/client'\s*\)/.test(text)
+  );
+}
+
+/**
+ * Where a Temporal Client (or any of @temporalio/client) may be held: the platform's Temporal
+ * adapter, the processes that wire it (main, the worker, the search-attribute setup) and the edge
+ * floor that talks to the workflow service directly (api, cli, ops, local). Activities reach other
+ * workflows through platform/temporal's ports; domain, model, workflows and config never do.
+ */
+const TEMPORAL_CLIENT_HOLDERS: readonly string[] = [
+  'src/platform/temporal/',
+  'src/main.ts',
+  'src/worker.ts',
+  'src/worker-host.ts',
+  'src/temporal-setup.ts',
+  'src/api/',
+  'src/cli/',
+  'src/ops/',
+  'src/local/',
+];
+
+/** Files under src/ that import @temporalio/client outside the holders. */
+function strayTemporalClients(files: readonly { file: string; text: string }[]): string[] {
+  return files
+    .filter(({ file }) => !TEMPORAL_CLIENT_HOLDERS.some((h) => file.startsWith(h)))
+    .filter(({ text }) => importsTemporalClient(text))
+    .map(({ file }) => file);
 }
 
 /** Arrows between the tests and the benches, and from src or support/ into either. */
@@ -175,6 +210,33 @@ describe('import floors', () => {
     expect(importsTemporal("import { ApiException } from '@kubernetes/client-node';")).toBe(false);
     const temporal = sourceFiles('src/platform/kube').filter((f) => importsTemporal(readFileSync(f, 'utf8')));
     expect(temporal).toEqual([]);
+  });
+
+  it('@temporalio/client is imported only by platform/temporal, the process wiring and the api, cli, ops and local', () => {
+    expect(importsTemporalClient("import { WorkflowNotFoundError, type Client } from '@temporalio/client';")).toBe(
+      true,
+    );
+    expect(importsTemporalClient("type C = import('@temporalio/client').Client;")).toBe(true);
+    expect(importsTemporalClient("import type { SignalDefinition } from '@temporalio/common';")).toBe(false);
+    expect(
+      strayTemporalClients([
+        { file: 'src/activities/x.ts', text: "import type { Client } from '@temporalio/client';" },
+        {
+          file: 'src/activities/ok.ts',
+          text: "import type { WorkflowPort } from '../platform/temporal/workflows.ts';",
+        },
+        { file: 'src/workflows/x.ts', text: "import { Client } from '@temporalio/client';" },
+        { file: 'src/platform/temporal/ok.ts', text: "import { Client } from '@temporalio/client';" },
+        { file: 'src/platform/kube/x.ts', text: "import { Connection } from '@temporalio/client';" },
+        { file: 'src/api/ok.ts', text: "import type { Client } from '@temporalio/client';" },
+      ]),
+    ).toEqual(['src/activities/x.ts', 'src/workflows/x.ts', 'src/platform/kube/x.ts']);
+    const src = sourceFiles('src').map((file) => ({ file, text: readFileSync(file, 'utf8') }));
+    expect(strayTemporalClients(src)).toEqual([]);
+    // The activities above all: they signal and read other workflows through platform/temporal's ports.
+    expect(src.filter(({ file, text }) => file.startsWith('src/activities/') && importsTemporalClient(text))).toEqual(
+      [],
+    );
   });
 
   it('tests and benches do not import each other, and src imports neither', () => {

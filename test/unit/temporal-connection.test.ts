@@ -8,7 +8,7 @@ import {
   watchTemporalCredentials,
   type CredentialChanges,
   type TemporalConnectionSettings,
-} from '../../src/temporal-connection.ts';
+} from '../../src/platform/temporal/connection.ts';
 import { createCertificateAuthority, issueCertificate } from '../../src/local/certs.ts';
 
 const problemsOf = (env: Record<string, string>): string => {

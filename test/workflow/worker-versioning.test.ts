@@ -16,7 +16,7 @@ import {
   promoteWorkerVersion,
   waitForDrain,
 } from '../../src/ops/worker-deployment.ts';
-import { workerDeploymentOptions, type WorkerVersioning } from '../../src/worker-versioning.ts';
+import { workerDeploymentOptions, type WorkerVersioning } from '../../src/platform/temporal/worker-versioning.ts';
 import { stubs } from '../support/machine-update-workflow.ts';
 import { startTestWorker } from '../support/temporal.ts';
 import {

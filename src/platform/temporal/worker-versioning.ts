@@ -8,7 +8,7 @@
 // Off when no build id is set (`make dev`, the test tiers): the worker polls
 // unversioned, and a workflow change then needs patched() (or no running runs).
 import type { WorkerDeploymentOptions } from '@temporalio/worker';
-import { parseGoDuration } from './domain/durations.ts';
+import { parseGoDuration } from '../../domain/durations.ts';
 
 export interface WorkerVersioning {
   deploymentName: string;

@@ -4,7 +4,7 @@
 // or client certificate needs a new connection. Holders keep `client`; it
 // always forwards to the current one.
 import { AsyncCompletionClient, Client, Connection } from '@temporalio/client';
-import { connectionOptions, type TemporalConnectionSettings, type TemporalCredentials } from './temporal-connection.ts';
+import { connectionOptions, type TemporalConnectionSettings, type TemporalCredentials } from './connection.ts';
 
 /**
  * @temporalio/client retries a failed call from a timer that Connection.close() does not clear; when
