@@ -189,6 +189,7 @@ export async function run(config: AppConfig, log: Logger = createLogger(config.l
           upgradeWatch,
           temporal: () => client,
           nodeUpgradeJob: config.nodeUpgradeJob,
+          nodeUpgraderNamespace: config.nodeUpgraderNamespace,
           ...(config.notificationWebhookUrl ? { notificationWebhookUrl: config.notificationWebhookUrl } : {}),
         },
       );

@@ -12,7 +12,7 @@ import { readinessWorkflowId, type ReadinessInput } from '../../src/model/readin
 import { workflowTypes } from '../../src/model/workflow-types.ts';
 import { readinessReportQuery } from '../../src/workflows/messages.ts';
 import { capiUpgrades } from '../support/cli.ts';
-import { drainSurvey, PDB_HOLD } from '../support/readiness-stubs.ts';
+import { drainSurvey, PDB_HOLD, readyGates } from '../support/readiness-stubs.ts';
 import { startTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
 
 type Stubbed = ReadinessActivities & Pick<UpgradeActivities, 'checkDeprecatedApis' | 'checkClusterHealth'>;
@@ -42,7 +42,7 @@ describe('readinessWorkflow', () => {
         );
       return { annotations: stub.annotations, ...(stub.target ? { version: stub.target } : {}) };
     },
-    surveyDrain: async () => stub.survey,
+    surveyDrain: async (input) => ({ ...stub.survey, ...(stub.survey.gates ? {} : { gates: readyGates(input) }) }),
     checkDeprecatedApis: async () => {
       if (stub.metricsFail)
         throw ApplicationFailure.nonRetryable('GET /metrics: 403 Forbidden', 'WorkloadMetricsRefused');
@@ -85,8 +85,11 @@ describe('readinessWorkflow', () => {
       ['plan', 'Ready'],
       ['removed-apis', 'Ready'],
       ['drain', 'Blocked'],
+      ['capacity', 'Ready'],
+      ['in-place', 'Ready'],
       ['version-skew', 'Ready'],
       ['health', 'Ready'],
+      ['alerts', 'Ready'],
       ['calendar', 'Ready'],
     ]);
     expect(report.checks[2]?.message).toContain(
@@ -103,7 +106,7 @@ describe('readinessWorkflow', () => {
       verdict: 'Unknown',
       message: "could not read the workload API server's /metrics: GET /metrics: 403 Forbidden",
     });
-    expect(report.checks.filter((c) => c.verdict === 'Ready')).toHaveLength(5);
+    expect(report.checks.filter((c) => c.verdict === 'Ready')).toHaveLength(READINESS_CHECKS.length - 1);
   });
 
   it('a Cluster without a topology version leaves the plan Unknown, saying why', async () => {
@@ -123,11 +126,11 @@ describe('readinessWorkflow', () => {
     expect(new Set(missing.checks.map((c) => c.message))).toEqual(
       new Set(['could not read the Cluster: Cluster fleet/missing not found']),
     );
-    expect(missing.checks).toHaveLength(6);
+    expect(missing.checks).toHaveLength(READINESS_CHECKS.length);
 
     Object.assign(stub, { missing: false, annotations: { 'upgrades.capi-orchestrator.io/upgrade-at': 'tomorrow' } });
     const refused = await run('refused');
-    expect(refused.checks).toHaveLength(6);
+    expect(refused.checks).toHaveLength(READINESS_CHECKS.length);
     expect(refused.checks.every((c) => c.verdict === 'Unknown')).toBe(true);
     expect(refused.checks[0]?.message).toMatch(
       /^the upgrade policy is refused: .*upgrade-at.*\(fix that setting or annotation\)$/,
