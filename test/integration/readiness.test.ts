@@ -34,6 +34,7 @@ import {
   waitForRunningPods,
   workloadApi,
 } from '../../support/testbed-fixtures.ts';
+import { capiUpgrades } from '../support/cli.ts';
 import { testClient, uniqueTaskQueue } from '../support/temporal.ts';
 import { startTestbedWorker, type TestbedWorker } from '../support/testbed-worker.ts';
 
@@ -254,5 +255,23 @@ describe('readiness on the test bed', () => {
       verdict: 'Ready',
       message: '2 nodes drain: 2 pods to evict, 0 skipped, none blocking',
     });
+  });
+
+  it('capi-upgrades readiness --all --namespace lists the Clusters and ranks them, Blocked first', async () => {
+    // A second Cluster whose workload cannot be read (no kubeconfig Secret): Unknown.
+    await createCapiObject(mg.custom, capiCluster('bare', g, { version: VERSION }));
+    const out = await capiUpgrades(
+      ['readiness', '--all', '--namespace', g, '--to', 'v1.32.4', '--setting', 'nodeUpgradeExecutor=delegate'],
+      { TEMPORAL_TASK_QUEUE: taskQueue, MANAGEMENT_KUBECONFIG: testbed().managementKubeconfig },
+    );
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(1);
+    const lines = out.stdout.trimEnd().split('\n');
+    expect(lines[0]).toBe('2 clusters: 1 Blocked, 1 Unknown, 0 Ready');
+    expect(lines[3]).toMatch(
+      new RegExp(`^${g}/shop\\s+Blocked\\s+v1\\.31\\.14 → v1\\.32\\.4\\s+capacity\\s+would reserve ${g}-md 1→2`),
+    );
+    expect(lines[4]).toMatch(new RegExp(`^${g}/bare\\s+Unknown\\s`));
+    expect(lines).toHaveLength(5);
   });
 });
