@@ -5,8 +5,8 @@ import { BackgroundRecorder } from './api/background-recorder.ts';
 import { createClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
 import { HookRegistry } from './api/registry.ts';
 import { createInPlaceHandlers } from './api/machine-updates.ts';
-import { createNodeAgentCheck } from './api/node-agents.ts';
-import { createNodeUpgraderCheck } from './api/node-upgraders.ts';
+import { createNodeAgentCheck } from './platform/kube/node-agents.ts';
+import { createNodeUpgraderCheck } from './platform/kube/node-upgraders.ts';
 import type { KubeConfig } from '@kubernetes/client-node';
 import {
   createRequestChecks,

@@ -5,7 +5,7 @@
 // must leave every object as it found it. With the survey, the other gates are
 // read by their own readers, read-only as well: the capacity reservation's plan
 // and shortfall (capacity.ts), the in-place hooks' node agent and node upgrader
-// Leases (api/node-agents.ts, api/node-upgraders.ts) and the alert gate's
+// Leases (platform/kube/node-agents.ts, platform/kube/node-upgraders.ts) and the alert gate's
 // checkAlerts (alerts.ts); domain/readiness-gates.ts decides.
 import { CoreV1Api, CustomObjectsApi, PolicyV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
@@ -22,8 +22,8 @@ import { isNotFound } from '../platform/kube/errors.ts';
 import { workloadKubeConfig } from '../platform/kube/workload-clusters.ts';
 import type { ClusterObject } from '../platform/kube/capi-api.ts';
 import type { DrainSurvey, DrainSurveyInput, ReadinessActivities, ReadinessTarget } from './readiness-types.ts';
-import { createNodeAgentCheck } from '../api/node-agents.ts';
-import { createNodeUpgraderCheck } from '../api/node-upgraders.ts';
+import { createNodeAgentCheck } from '../platform/kube/node-agents.ts';
+import { createNodeUpgraderCheck } from '../platform/kube/node-upgraders.ts';
 import type { MachineInfo } from '../domain/cluster-health.ts';
 import { allowedForExecutor, DEFAULT_ALLOWED_PATHS, parseDeclaredPaths } from '../domain/in-place-policy.ts';
 import { alertsCheck, capacityCheck, inPlaceCheck, type InPlaceSurvey } from '../domain/readiness-gates.ts';

@@ -1,7 +1,7 @@
 // The readiness verdicts of the gates the workload survey reads with their own
 // readers: the capacity reservation (activities/capacity.ts, read without
 // scaling anything), node agents or node upgraders for in-place updates (the
-// CanUpdate* hooks' Lease checks, api/node-agents.ts and api/node-upgraders.ts)
+// CanUpdate* hooks' Lease checks, platform/kube/node-agents.ts and platform/kube/node-upgraders.ts)
 // and firing alerts (the alert gate's checkAlerts). Each verdict is what the gate
 // would do now: a gate that is not configured says Ready and why; a gate that
 // would let the upgrade through but change its shape (in place declined, so
