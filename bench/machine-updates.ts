@@ -29,7 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import { nodeUpgraderLeaseName } from '../src/api/node-upgraders.ts';
+import { nodeUpgraderLeaseName } from '../src/platform/kube/node-upgraders.ts';
 import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../src/model/machine-update.ts';
 import { queueMachineUpdate } from '../src/api/machine-update-queue.ts';
 import { ensureNodeUpgradeRequestCrd } from '../src/activities/executors/delegate.ts';

@@ -6,8 +6,8 @@ import { BackgroundRecorder } from './api/background-recorder.ts';
 import { createClusterUpgradeHandlers, type ClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
 import { HookRegistry } from './api/registry.ts';
 import { createInPlaceHandlers } from './api/machine-updates.ts';
-import { createNodeAgentCheck } from './api/node-agents.ts';
-import { createNodeUpgraderCheck } from './api/node-upgraders.ts';
+import { createNodeAgentCheck } from './platform/kube/node-agents.ts';
+import { createNodeUpgraderCheck } from './platform/kube/node-upgraders.ts';
 import {
   createRequestChecks,
   managementObjects,
@@ -146,6 +146,7 @@ function worker(s: Shared): WorkerComponent {
         upgradeWatch,
         temporal: workflowPort(() => temporal.client),
         nodeUpgradeJob: config.nodeUpgradeJob,
+        nodeUpgraderNamespace: config.nodeUpgraderNamespace,
         ...(config.notificationWebhookUrl ? { notificationWebhookUrl: config.notificationWebhookUrl } : {}),
       },
     );

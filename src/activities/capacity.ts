@@ -10,6 +10,7 @@ import { apiClient } from '../platform/kube/clients.ts';
 import { isNotFound } from '../platform/kube/errors.ts';
 import { retryOnConflict } from '../platform/kube/retry-on-conflict.ts';
 import type { CapacityInput, CapacityReadiness, UpgradeActivities } from './upgrade-types.ts';
+import type { CapacityPreview } from '../domain/readiness-gates.ts';
 import {
   CAPI_GROUP,
   CAPI_VERSION,
@@ -85,6 +86,36 @@ export function createCapacityActivities(
         }),
       );
     },
+  };
+}
+
+/**
+ * What reserveCapacity would do now, read without writing (the readiness check): the recorded
+ * reservation or the plan it would make, and the MachineDeployments whose machines are not all
+ * Ready (checkReservedCapacity's own shortfall, against the replicas they have now when nothing
+ * is reserved yet). A record the step cannot read is the step's own failure message.
+ */
+export async function previewCapacityReservation(
+  management: KubeConfig,
+  ref: ClusterRef,
+  count: number,
+): Promise<CapacityPreview> {
+  const capi = new CapiObjects(apiClient(management, CustomObjectsApi));
+  const cluster = await capi.getCluster(ref);
+  let recorded: RecordedCapacity[] | undefined;
+  try {
+    recorded = readReservation(cluster, ref);
+  } catch (err) {
+    if (err instanceof ApplicationFailure && err.type === 'InvalidCapacityRecord')
+      return { invalidRecord: err.message };
+    throw err;
+  }
+  const entries = recorded ?? (await capi.planReservation(cluster, { cluster: ref, count }));
+  const now = recorded ?? entries.map((e) => ({ ...e, reservedReplicas: e.originalReplicas }));
+  return {
+    recorded: recorded !== undefined,
+    entries: publicView(entries),
+    notReady: await capi.reservationShortfall(ref, now),
   };
 }
 

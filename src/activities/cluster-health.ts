@@ -25,6 +25,7 @@ export async function listMachines(custom: CustomObjectsApi, ref: ClusterRef): P
     name: m.metadata?.name ?? '',
     controlPlane: m.metadata?.labels?.[CONTROL_PLANE_LABEL] !== undefined,
     ...(m.status?.nodeRef?.name ? { nodeName: m.status.nodeRef.name } : {}),
+    ...(m.spec?.infrastructureRef?.kind ? { infrastructureKind: m.spec.infrastructureRef.kind } : {}),
   }));
 }
 

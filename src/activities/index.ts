@@ -24,6 +24,8 @@ export interface ActivityDeps {
   notificationWebhookUrl?: string;
   /** Waits on node upgrades outside activity slots; unset = upgradeNode polls in its slot. */
   upgradeWatch?: NodeUpgradeWatch;
+  /** Where the management executor's node upgraders keep their Leases (the readiness check reads them). */
+  nodeUpgraderNamespace?: string;
   /** The workflow service, for fleet rollouts following cluster upgrades; unset = they fail saying so. */
   temporal?: WorkflowPort;
 }
@@ -38,7 +40,10 @@ export function createActivities(deps: ActivityDeps = {}) {
     ...createProbeActivities(),
     ...upgrade,
     ...createAlertActivities(management),
-    ...createReadinessActivities(management),
+    ...createReadinessActivities(
+      management,
+      deps.nodeUpgraderNamespace ? { nodeUpgraderNamespace: deps.nodeUpgraderNamespace } : {},
+    ),
     ...createFleetActivities({
       management,
       checkClusterHealth: upgrade.checkClusterHealth,

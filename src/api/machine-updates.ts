@@ -33,8 +33,8 @@ import { queuedMachineUpdate, queueMachineUpdate } from './machine-update-queue.
 import { withinDeadline } from './temporal-calls.ts';
 import { HookFailure } from './errors.ts';
 import type { HookImplementation } from './hook-route.ts';
-import type { NodeAgentCheck } from './node-agents.ts';
-import { machineKindOfTemplate, type NodeUpgraderCheck, type UpgraderAnswer } from './node-upgraders.ts';
+import type { NodeAgentCheck } from '../platform/kube/node-agents.ts';
+import { machineKindOfTemplate, type NodeUpgraderCheck, type UpgraderAnswer } from '../platform/kube/node-upgraders.ts';
 import type { InPlaceHandlers } from './routes/in-place.ts';
 import { updateMachineRule, type RequestChecks } from './request-checks.ts';
 import { CLUSTER_NAME_LABEL } from '../platform/kube/capi-api.ts';

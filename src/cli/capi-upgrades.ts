@@ -6,6 +6,7 @@
 //   capi-upgrades resume|retry <ns>/<cluster>
 //   capi-upgrades history <ns>/<cluster> [-o json]
 //   capi-upgrades readiness <ns>/<cluster> --to <version> [--setting K=V …] [-o json]
+//   capi-upgrades readiness --all [--namespace NS] --to <version> [--max-concurrent N] (or several clusters)
 //   capi-upgrades rollout start|status|list|approve|pause|resume|abort … (fleet rollouts)
 //   capi-upgrades completion bash|zsh
 //   capi-upgrades demo …   (from a checkout: bin/capi-upgrades runs src/local/demo-cli.ts)
@@ -20,7 +21,20 @@ import { Client, Connection } from '@temporalio/client';
 import { ConfigError, parseConfig } from '../config/index.ts';
 import type { UpgradePhase } from '../model/cluster-upgrade.ts';
 import { holdLines } from './held.ts';
-import { READINESS_USAGE, readinessExitCode, readinessInput, readinessText, runReadiness } from './readiness.ts';
+import {
+  DEFAULT_FLEET_CONCURRENCY,
+  fleetExitCode,
+  fleetText,
+  listClusters,
+  rankFleet,
+  READINESS_FLEET_USAGE,
+  READINESS_USAGE,
+  readinessExitCode,
+  readinessInput,
+  readinessText,
+  runFleetReadiness,
+  runReadiness,
+} from './readiness.ts';
 import { table } from './table.ts';
 import { complete, completionScript } from './completion.ts';
 import { machineTally, rolloutProgress, upgradeProgress } from './progress.ts';
@@ -33,6 +47,7 @@ import {
   upgradeRuns,
   upgradeStatus,
   UsageError,
+  type ClusterKey,
   type UpgradeReport,
   type UpgradeRow,
 } from './operations.ts';
@@ -67,6 +82,7 @@ const USAGE = `usage: ${PROGRAM} <command> [options]
   retry <namespace>/<cluster>    run a failed step again (an aborted upgrade needs resume)
   history <namespace>/<cluster>  every run for the cluster, and the versions it went through
 ${READINESS_USAGE}
+${READINESS_FLEET_USAGE}
 ${ROLLOUT_USAGE}
   completion bash|zsh            the shell completion script (source <(${PROGRAM} completion bash))
   demo [--from v1.33.0] [--to v1.35.0] [--rolling-only] [--timeout 60m]
@@ -77,6 +93,35 @@ ${ROLLOUT_USAGE}
 Temporal: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and the TLS / API key settings of the extension.`;
 
 const PHASES: UpgradePhase[] = ['Pending', 'Upgrading', 'Upgraded', 'Failed', 'Aborted'];
+
+interface ReadinessFleet {
+  all: boolean;
+  namespace?: string;
+  clusters: ClusterKey[];
+  concurrency: number;
+}
+
+/** `readiness --all [--namespace NS]` or several clusters; undefined for the single form. */
+function readinessFleet(
+  values: { all?: boolean; namespace?: string; to?: string; setting?: string[]; 'max-concurrent'?: string },
+  targets: string[],
+): ReadinessFleet | undefined {
+  const all = values.all === true;
+  if (!all && targets.length <= 1) {
+    if (values.namespace !== undefined) throw new UsageError('readiness: --namespace goes with --all');
+    if (values['max-concurrent'] !== undefined) throw new UsageError('readiness: --max-concurrent goes with --all');
+    return undefined;
+  }
+  if (all && targets.length > 0) throw new UsageError('readiness: either --all or the clusters to check, not both');
+  const clusters = targets.map((t) => parseClusterKey(t));
+  // The version and settings are checked once here, before anything is listed or started.
+  readinessInput(clusters[0] ?? { namespace: 'default', name: 'fleet' }, values.to, values.setting);
+  const raw = values['max-concurrent'];
+  const concurrency = raw === undefined ? DEFAULT_FLEET_CONCURRENCY : Number(raw);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64)
+    throw new UsageError(`readiness: --max-concurrent ${JSON.stringify(raw)}: expected a whole number from 1 to 64`);
+  return { all, ...(values.namespace ? { namespace: values.namespace } : {}), clusters, concurrency };
+}
 
 function runsTable(rows: UpgradeRow[]): string {
   if (rows.length === 0) return 'no cluster upgrades found';
@@ -251,8 +296,10 @@ async function main(argv: string[]): Promise<number> {
   // Checked before connecting: a typo is refused even while Temporal is away.
   const flags = values as RolloutFlags;
   const rolloutStart = rollout?.sub === 'start' ? rolloutInput(rollout.name, flags) : undefined;
-  const cluster = command === 'list' || rollout ? undefined : parseClusterKey(target);
-  const readiness = command === 'readiness' ? readinessInput(cluster!, values.to, values.setting) : undefined;
+  // readiness --all, or several clusters: the fleet table (checked here, before connecting).
+  const fleet = command === 'readiness' ? readinessFleet(values, positionals.slice(1)) : undefined;
+  const cluster = command === 'list' || rollout || fleet ? undefined : parseClusterKey(target);
+  const readiness = command === 'readiness' && !fleet ? readinessInput(cluster!, values.to, values.setting) : undefined;
   const watching = values.watch === true;
   if (watching && !(command === 'status' || rollout?.sub === 'status'))
     throw new UsageError('--watch: only status and rollout status watch');
@@ -304,6 +351,13 @@ async function main(argv: string[]): Promise<number> {
         const sent = await controlRollout(client, name, control, flags);
         print({ signalled: control, workflowId: sent.workflowId }, `${control} sent to ${sent.workflowId}`);
       }
+    } else if (fleet) {
+      const keys = fleet.all ? await listClusters(fleet.namespace) : fleet.clusters;
+      const inputs = keys.map((k) => readinessInput(k, values.to, values.setting));
+      const results = await runFleetReadiness(client, settings.taskQueue, inputs, fleet.concurrency);
+      const rows = rankFleet(results);
+      print(rows, fleetText(rows));
+      return fleetExitCode(rows);
     } else if (readiness) {
       const report = await runReadiness(client, settings.taskQueue, readiness);
       print(report, readinessText(report));

@@ -28,7 +28,7 @@ const OPTIONS: Record<string, string[]> = {
   status: ['--watch', '--interval', '--timeout', '-o'],
   abort: ['--reason'],
   history: ['-o'],
-  readiness: ['--to', '--setting', '-o'],
+  readiness: ['--to', '--setting', '--all', '--namespace', '--max-concurrent', '-o'],
   'rollout start': [
     '--selector',
     '--version',

@@ -1,7 +1,9 @@
 // `capi-upgrades readiness <namespace>/<cluster> --to <version>`: runs the
 // readiness workflow (so the run and what each check read are in the Web UI)
 // and prints its report as a table. Exit 1 when a check is Blocked, 3 when none
-// is but one could not tell (Unknown), 0 when every check is Ready.
+// is but one could not tell (Unknown), 0 when every check is Ready. `--all` (or
+// several clusters) runs one readiness run per Cluster and ranks the fleet.
+import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { ReadinessReport } from '../domain/readiness.ts';
 import { tryParseVersion } from '../domain/versions.ts';
@@ -10,6 +12,8 @@ import { ClusterName, ClusterNamespace, TargetVersion } from '../model/search-at
 import { workflowTypes } from '../model/workflow-types.ts';
 import { UsageError, type ClusterKey } from './operations.ts';
 import { table } from './table.ts';
+import { CAPI_CORE, type ClusterObject } from '../platform/kube/capi-api.ts';
+import { stableError } from '../platform/kube/stable-error.ts';
 
 export const READINESS_USAGE = `  readiness <namespace>/<cluster> --to <version> [--setting KEY=VALUE ...]
                                  what would block an upgrade to <version> now: the plan, removed APIs,
@@ -74,4 +78,145 @@ export function readinessText(r: ReadinessReport): string {
 
 export function readinessExitCode(r: ReadinessReport): number {
   return r.verdict === 'Blocked' ? 1 : r.verdict === 'Unknown' ? 3 : 0;
+}
+
+// ---- the fleet: `readiness --all` or several clusters ----------------------------------
+
+export const READINESS_FLEET_USAGE = `  readiness --all [--namespace NS] --to <version> [--max-concurrent N] [--setting KEY=VALUE ...]
+  readiness <namespace>/<cluster> <namespace>/<cluster> ... --to <version>
+                                 the same checks for every Cluster (of NS, else of every namespace,
+                                 read with MANAGEMENT_KUBECONFIG, else KUBECONFIG), one readiness run
+                                 each, N at a time (default 4); a table ranking them Blocked, Unknown,
+                                 Ready with the first blocking check (exit 1 when any is Blocked, else
+                                 3 when any is Unknown, else 0)`;
+
+/** How many readiness runs `--all` keeps going at once by default. */
+export const DEFAULT_FLEET_CONCURRENCY = 4;
+
+/** One cluster's line: its report, or why it has none (its run failed). */
+export type FleetResult = { report: ReadinessReport } | { cluster: string; error: string };
+
+export interface FleetRow {
+  cluster: string;
+  verdict: ReadinessReport['verdict'];
+  upgrade: string;
+  /** The first Blocked check (else the first Unknown one); empty when Ready. */
+  check: string;
+  message: string;
+}
+
+const RANK = { Blocked: 0, Unknown: 1, Ready: 2 } as const;
+
+function fleetRow(r: FleetResult): FleetRow {
+  if (!('report' in r)) return { cluster: r.cluster, verdict: 'Unknown', upgrade: '', check: '', message: r.error };
+  const { report } = r;
+  const first =
+    report.checks.find((c) => c.verdict === 'Blocked') ?? report.checks.find((c) => c.verdict === 'Unknown');
+  return {
+    cluster: report.cluster,
+    verdict: report.verdict,
+    upgrade: `${report.fromVersion ? `${report.fromVersion} → ` : ''}${report.targetVersion}`,
+    check: first?.check ?? '',
+    message: first?.message ?? '',
+  };
+}
+
+/** The fleet ranked: Blocked first, then Unknown, then Ready; by cluster within each. */
+export function rankFleet(results: readonly FleetResult[]): FleetRow[] {
+  return results
+    .map(fleetRow)
+    .sort((a, b) => RANK[a.verdict] - RANK[b.verdict] || (a.cluster < b.cluster ? -1 : a.cluster > b.cluster ? 1 : 0));
+}
+
+export function fleetText(rows: readonly FleetRow[]): string {
+  if (rows.length === 0) return 'no Cluster found';
+  const count = (v: FleetRow['verdict']) => rows.filter((r) => r.verdict === v).length;
+  return [
+    `${rows.length} ${rows.length === 1 ? 'cluster' : 'clusters'}: ${count('Blocked')} Blocked, ${count('Unknown')} Unknown, ${count('Ready')} Ready`,
+    '',
+    table(
+      rows.map((r) => ({ ...r })),
+      ['cluster', 'verdict', 'upgrade', 'check', 'message'],
+    ),
+  ].join('\n');
+}
+
+/** 1 when any cluster is Blocked, else 3 when any is Unknown, else 0 (the single form's codes). */
+export function fleetExitCode(rows: readonly FleetRow[]): number {
+  if (rows.some((r) => r.verdict === 'Blocked')) return 1;
+  return rows.some((r) => r.verdict === 'Unknown') ? 3 : 0;
+}
+
+/**
+ * One readiness run per cluster (each its own run, in the Web UI as the single form's), at most
+ * `concurrency` at once; a run that fails is that cluster's line, never the others'.
+ */
+export async function runFleetReadiness(
+  client: Client,
+  taskQueue: string,
+  inputs: readonly ReadinessInput[],
+  concurrency: number,
+): Promise<FleetResult[]> {
+  const out: FleetResult[] = new Array<FleetResult>(inputs.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < inputs.length) {
+      const i = next++;
+      const input = inputs[i]!;
+      try {
+        out[i] = { report: await runReadiness(client, taskQueue, input) };
+      } catch (err) {
+        if (!(err instanceof UsageError)) throw err;
+        out[i] = { cluster: `${input.cluster.namespace}/${input.cluster.name}`, error: err.message };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, inputs.length)) }, lane));
+  return out;
+}
+
+/** The management cluster to list Clusters from: MANAGEMENT_KUBECONFIG, else kubectl's (KUBECONFIG, ~/.kube/config). */
+function fleetKubeConfig(env: NodeJS.ProcessEnv): KubeConfig {
+  const kc = new KubeConfig();
+  try {
+    if (env.MANAGEMENT_KUBECONFIG) kc.loadFromFile(env.MANAGEMENT_KUBECONFIG);
+    else kc.loadFromDefault();
+  } catch (err) {
+    throw new UsageError(
+      `readiness --all: cannot read the management cluster's kubeconfig: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+  return kc;
+}
+
+/** Every Cluster of `namespace` (of every namespace when unset), sorted: list calls only. */
+export async function listClusters(
+  namespace: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<ClusterKey[]> {
+  const custom = fleetKubeConfig(env).makeApiClient(CustomObjectsApi);
+  const keys: ClusterKey[] = [];
+  let page: string | undefined;
+  try {
+    do {
+      const opts = { ...CAPI_CORE, plural: 'clusters', limit: 500, ...(page ? { _continue: page } : {}) };
+      const list = (await (namespace
+        ? custom.listNamespacedCustomObject({ ...opts, namespace })
+        : custom.listClusterCustomObject(opts))) as {
+        items?: ClusterObject[];
+        metadata?: { continue?: string };
+      };
+      for (const c of list.items ?? [])
+        if (c.metadata?.namespace && c.metadata.name)
+          keys.push({ namespace: c.metadata.namespace, name: c.metadata.name });
+      page = list.metadata?.continue || undefined;
+    } while (page);
+  } catch (err) {
+    if (err instanceof UsageError) throw err;
+    const e = stableError(err);
+    throw new UsageError(`readiness --all: cannot list Clusters${namespace ? ` in ${namespace}` : ''}: ${e.message}`);
+  }
+  return keys.sort((a, b) =>
+    a.namespace !== b.namespace ? (a.namespace < b.namespace ? -1 : 1) : a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
+  );
 }

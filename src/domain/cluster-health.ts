@@ -43,6 +43,8 @@ export interface MachineInfo {
   controlPlane: boolean;
   /** status.nodeRef.name: unset while the machine is provisioning. */
   nodeName?: string;
+  /** spec.infrastructureRef.kind (the management executor's node upgraders serve a kind). */
+  infrastructureKind?: string;
 }
 
 export interface ClusterState {

@@ -15,8 +15,25 @@ import type { UpgradePolicy } from '../model/cluster-upgrade.ts';
 
 export type Verdict = 'Ready' | 'Blocked' | 'Unknown';
 
-export const READINESS_CHECKS = ['plan', 'removed-apis', 'drain', 'version-skew', 'health', 'calendar'] as const;
+export const READINESS_CHECKS = [
+  'plan',
+  'removed-apis',
+  'drain',
+  'capacity',
+  'in-place',
+  'version-skew',
+  'health',
+  'alerts',
+  'calendar',
+] as const;
 export type ReadinessCheckName = (typeof READINESS_CHECKS)[number];
+
+/**
+ * The checks the workload survey (the surveyDrain activity) answers besides the drain, with the
+ * other gates' own readers (readiness-gates.ts). A survey from before them answers none: the
+ * report then leaves them out rather than calling them Unknown.
+ */
+export const SURVEY_GATE_CHECKS = ['capacity', 'in-place', 'alerts'] as const satisfies readonly ReadinessCheckName[];
 
 export interface ReadinessCheck {
   check: ReadinessCheckName;

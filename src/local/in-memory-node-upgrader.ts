@@ -33,7 +33,7 @@ import {
   NODE_UPGRADE_PLURAL as PLURAL,
   NODE_UPGRADE_VERSION as VERSION,
 } from '../activities/executors/node-upgrade-request.ts';
-import { IN_PLACE_PATHS_ANNOTATION } from '../api/node-upgraders.ts';
+import { IN_PLACE_PATHS_ANNOTATION } from '../platform/kube/node-upgraders.ts';
 import { CAPI_CORE } from '../platform/kube/capi-api.ts';
 
 const MANAGED_BY = 'app.kubernetes.io/managed-by=capi-upgrade-orchestrator';

@@ -78,7 +78,7 @@ export const upgradesDelayed = new Gauge({
 
 export const upgradeReadinessChecks = new Gauge({
   name: 'capi_upgrade_cluster_upgrade_readiness_checks',
-  help: "Cluster upgrades waiting to start, by readiness check (plan, removed-apis, drain, version-skew, health, calendar) and that check's verdict in their last re-check (Ready, Blocked, Unknown; from the memos in Temporal visibility, refreshed every 30 s).",
+  help: "Cluster upgrades waiting to start, by readiness check (plan, removed-apis, drain, capacity, version-skew, health, alerts, calendar) and that check's verdict in their last re-check (Ready, Blocked, Unknown; from the memos in Temporal visibility, refreshed every 30 s).",
   labelNames: ['check', 'verdict'] as const,
   registers: [registry],
 });

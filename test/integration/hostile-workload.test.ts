@@ -12,7 +12,7 @@ import { stableFailure } from '../../src/activities/failures.ts';
 import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { workloadKubeConfig } from '../../src/platform/kube/workload-clusters.ts';
 import { watchObject } from '../../src/activities/object-watch.ts';
-import { createNodeAgentCheck } from '../../src/api/node-agents.ts';
+import { createNodeAgentCheck } from '../../src/platform/kube/node-agents.ts';
 import { configureWorkloadReads } from '../../src/platform/kube/workload-kube-config.ts';
 import { DEFAULT_WORKLOAD_READ_LIMITS } from '../../src/platform/kube/workload-limits.ts';
 import {

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
 import { hookPath } from '../../src/api/hook-route.ts';
-import { createNodeAgentCheck, nodeAgentLeaseName } from '../../src/api/node-agents.ts';
+import { createNodeAgentCheck, nodeAgentLeaseName } from '../../src/platform/kube/node-agents.ts';
 import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { callHook } from '../../support/capi-client.ts';
 import { delegateCanUpdateMachine, machineSet, template } from '../../support/capi-fixtures.ts';

@@ -11,7 +11,7 @@ import {
   createNodeUpgraderCheck,
   IN_PLACE_PATHS_ANNOTATION,
   nodeUpgraderLeaseName,
-} from '../../src/api/node-upgraders.ts';
+} from '../../src/platform/kube/node-upgraders.ts';
 import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../../src/model/machine-update.ts';
 import { decodeJsonPatch, type JsonPatch } from '../../src/domain/in-place.ts';
 import { managementKubeConfig } from '../../src/platform/kube/clients.ts';

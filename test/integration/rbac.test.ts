@@ -52,8 +52,8 @@ import type { AlertActivities } from '../../src/activities/alert-types.ts';
 import { resolveAlertPolicy } from '../../src/domain/alert-policy.ts';
 import { freePort } from '../../src/local/free-ports.ts';
 import type { UpgradeActivities } from '../../src/activities/upgrade-types.ts';
-import { createNodeAgentCheck, type NodeAgentCheck } from '../../src/api/node-agents.ts';
-import { createNodeUpgraderCheck } from '../../src/api/node-upgraders.ts';
+import { createNodeAgentCheck, type NodeAgentCheck } from '../../src/platform/kube/node-agents.ts';
+import { createNodeUpgraderCheck } from '../../src/platform/kube/node-upgraders.ts';
 import { startStandInStatus } from '../support/stand-in-status.ts';
 import { managementObjects } from '../../src/api/request-checks.ts';
 import {

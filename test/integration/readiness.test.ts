@@ -3,7 +3,9 @@
 // has a Deployment of 2 on one worker under a PDB of minAvailable 2. The drain check is Blocked
 // naming the PDB and its pods; relaxing the PDB makes it Ready; and the run changes nothing: every
 // object keeps its resourceVersion, no node is cordoned, no pod evicted, and the API servers' audit
-// logs hold no write by the extension to the test's objects.
+// logs hold no write by the extension to the test's objects. The other gates' checks read with
+// them: a capacity reservation of 1 over a MachineDeployment with no Ready machine (Blocked, nothing
+// scaled), the delegate executor's node agents (none: in place would be declined) and no alert gate.
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Client } from '@temporalio/client';
@@ -13,6 +15,7 @@ import { workflowTypes } from '../../src/model/workflow-types.ts';
 import {
   capiCluster,
   capiMachine,
+  capiMachineDeployment,
   createCapiObject,
   createKubeconfigSecret,
   createNamespace,
@@ -31,6 +34,7 @@ import {
   waitForRunningPods,
   workloadApi,
 } from '../../support/testbed-fixtures.ts';
+import { capiUpgrades } from '../support/cli.ts';
 import { testClient, uniqueTaskQueue } from '../support/temporal.ts';
 import { startTestbedWorker, type TestbedWorker } from '../support/testbed-worker.ts';
 
@@ -56,7 +60,7 @@ beforeAll(async () => {
   await createKubeconfigSecret(mg.core, g, cluster.name);
   const shop = capiCluster(cluster.name, g, { version: VERSION });
   // The health check's critical namespace is the test's own (the shared test bed's kube-system is not ours).
-  shop.metadata.annotations = { [`${P}critical-namespaces`]: g };
+  shop.metadata.annotations = { [`${P}critical-namespaces`]: g, [`${P}capacity-reservation`]: '1' };
   await Promise.all([
     createNodes(wl.core, [
       kwokNode(group, cp, { role: 'control-plane', kubeletVersion: VERSION }),
@@ -65,6 +69,8 @@ beforeAll(async () => {
     createCapiObject(mg.custom, shop),
     createCapiObject(mg.custom, capiMachine(cp, g, { cluster: cluster.name, controlPlane: true, nodeName: cp })),
     createCapiObject(mg.custom, capiMachine(worker, g, { cluster: cluster.name, nodeName: worker })),
+    // No controller runs here: it never has a Ready machine, so a reservation would wait on it.
+    createCapiObject(mg.custom, capiMachineDeployment(`${g}-md`, g, { cluster: cluster.name, replicas: 1 })),
     wl.apps.createNamespacedDeployment({
       namespace: g,
       body: deployment(group, 'web', { replicas: 2, nodeName: worker }),
@@ -103,7 +109,7 @@ async function settledPdb(allowed: number): Promise<void> {
 
 let runs = 0;
 async function readiness(): Promise<ReadinessReport> {
-  const input: ReadinessInput = { cluster, targetVersion: 'v1.32.4' };
+  const input: ReadinessInput = { cluster, targetVersion: 'v1.32.4', settings: { nodeUpgradeExecutor: 'delegate' } };
   return (await client.workflow.execute(workflowTypes.readiness, {
     taskQueue,
     workflowId: `${readinessWorkflowId(cluster, input.targetVersion)}/${taskQueue}/${++runs}`,
@@ -133,7 +139,7 @@ async function snapshot(): Promise<Record<string, string>> {
   add('ReplicaSet', replicaSets.items);
   add('PodDisruptionBudget', pdbs.items);
   add('Secret', secrets.items);
-  for (const plural of ['clusters', 'machines']) {
+  for (const plural of ['clusters', 'machines', 'machinedeployments']) {
     const list = (await mg.custom.listNamespacedCustomObject({
       group: 'cluster.x-k8s.io',
       version: 'v1beta2',
@@ -204,6 +210,22 @@ describe('readiness on the test bed', () => {
     expect(report.checks.find((c) => c.check === 'calendar')?.message).toBe(
       'can start now: no upgradeAt ahead, the maintenance calendar is open',
     );
+    const gate = (name: string) => report.checks.find((c) => c.check === name);
+    expect(gate('capacity')).toEqual({
+      check: 'capacity',
+      verdict: 'Blocked',
+      message: `would reserve ${g}-md 1→2, and waits for every machine Ready: MachineDeployment ${g}-md: 0 of 1 machines Ready (fix or replace the machines that are not Ready)`,
+    });
+    expect(gate('in-place')).toEqual({
+      check: 'in-place',
+      verdict: 'Ready',
+      message: `warns: no node agent serves node ${cp} (no fresh Lease kube-system/node-upgrade-agent-${cp}); no node agent serves node ${worker} (no fresh Lease kube-system/node-upgrade-agent-${worker}): Cluster API rolls those machines out instead (start the node agent on those nodes to update them in place)`,
+    });
+    expect(gate('alerts')).toEqual({
+      check: 'alerts',
+      verdict: 'Ready',
+      message: 'no alert gate configured (alertPrometheusUrl is not set)',
+    });
 
     // Nothing changed: the same objects at the same resourceVersions, nodes uncordoned, no pod evicted.
     expect(await snapshot()).toEqual(before);
@@ -233,5 +255,23 @@ describe('readiness on the test bed', () => {
       verdict: 'Ready',
       message: '2 nodes drain: 2 pods to evict, 0 skipped, none blocking',
     });
+  });
+
+  it('capi-upgrades readiness --all --namespace lists the Clusters and ranks them, Blocked first', async () => {
+    // A second Cluster whose workload cannot be read (no kubeconfig Secret): Unknown.
+    await createCapiObject(mg.custom, capiCluster('bare', g, { version: VERSION }));
+    const out = await capiUpgrades(
+      ['readiness', '--all', '--namespace', g, '--to', 'v1.32.4', '--setting', 'nodeUpgradeExecutor=delegate'],
+      { TEMPORAL_TASK_QUEUE: taskQueue, MANAGEMENT_KUBECONFIG: testbed().managementKubeconfig },
+    );
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(1);
+    const lines = out.stdout.trimEnd().split('\n');
+    expect(lines[0]).toBe('2 clusters: 1 Blocked, 1 Unknown, 0 Ready');
+    expect(lines[3]).toMatch(
+      new RegExp(`^${g}/shop\\s+Blocked\\s+v1\\.31\\.14 → v1\\.32\\.4\\s+capacity\\s+would reserve ${g}-md 1→2`),
+    );
+    expect(lines[4]).toMatch(new RegExp(`^${g}/bare\\s+Unknown\\s`));
+    expect(lines).toHaveLength(5);
   });
 });

@@ -11,8 +11,8 @@ import { startHookServer, type HookServer } from '../../src/api/server.ts';
 import { nonBlockingLifecycleHandlers, type LifecycleHandlers } from '../../src/api/routes/lifecycle.ts';
 import { noInPlaceHandlers, type InPlaceHandlers } from '../../src/api/routes/in-place.ts';
 import { createCanUpdateHandlers } from '../../src/api/machine-updates.ts';
-import type { NodeAgentCheck } from '../../src/api/node-agents.ts';
-import type { NodeUpgraderCheck } from '../../src/api/node-upgraders.ts';
+import type { NodeAgentCheck } from '../../src/platform/kube/node-agents.ts';
+import type { NodeUpgraderCheck } from '../../src/platform/kube/node-upgraders.ts';
 import { upgradePlanHandlers, type UpgradePlanHandlers } from '../../src/api/routes/upgrade-plan.ts';
 import { testPki } from './pki.ts';
 

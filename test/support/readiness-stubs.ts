@@ -1,6 +1,7 @@
 // What the readiness stubs answer in workflow tests: a two-node workload cluster whose drain
 // would evict shop/web-a and shop/web-b from worker w-1, and the budget that can hold them there.
-import type { DrainSurvey } from '../../src/activities/readiness-types.ts';
+import type { DrainSurvey, DrainSurveyInput } from '../../src/activities/readiness-types.ts';
+import type { ReadinessCheck } from '../../src/domain/readiness.ts';
 
 type PdbHold = DrainSurvey['simulation']['nodes'][number]['pdbs'][number];
 
@@ -28,4 +29,23 @@ export function drainSurvey(pdbs: PdbHold[] = [], version = 'v1.33.0'): DrainSur
       totals: { nodes: 2, held: pdbs.length > 0 ? 1 : 0, evict: 2, skip: 0 },
     },
   };
+}
+
+/** What the survey answers for the gates its input asks for: each Ready (capacity, in-place when asked, alerts). */
+export function readyGates(input?: DrainSurveyInput): ReadinessCheck[] | undefined {
+  const g = input?.gates;
+  if (!g) return undefined;
+  return [
+    { check: 'capacity', verdict: 'Ready', message: 'no capacity reservation (capacityReservation 0)' },
+    ...(g.inPlace
+      ? [
+          {
+            check: 'in-place' as const,
+            verdict: 'Ready' as const,
+            message: 'nodeUpgradeExecutor job: no node agent to check',
+          },
+        ]
+      : []),
+    { check: 'alerts', verdict: 'Ready', message: 'no alert gate configured (alertPrometheusUrl is not set)' },
+  ];
 }

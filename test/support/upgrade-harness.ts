@@ -31,7 +31,7 @@ import { expect } from '@jest/globals';
 import { callHook } from '../../support/capi-client.ts';
 import { cluster } from '../../support/capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from './hook-server.ts';
-import { drainSurvey } from './readiness-stubs.ts';
+import { drainSurvey, readyGates } from './readiness-stubs.ts';
 import { createTestWorker, testClient } from './temporal.ts';
 
 export interface StubUpgradeActivities extends UpgradeActivities, AlertActivities, ReadinessActivities {
@@ -112,9 +112,11 @@ export function stubUpgradeActivities(): StubUpgradeActivities {
     async readinessTarget() {
       return { version: 'v1.30.5', annotations: {} };
     },
-    async surveyDrain() {
+    async surveyDrain(input) {
       calls.surveys++;
-      return await stub.survey();
+      const survey = await stub.survey();
+      const gates = survey.gates ?? readyGates(input);
+      return { ...survey, ...(gates ? { gates } : {}) };
     },
     async checkDeprecatedApis() {
       calls.deprecatedApis++;

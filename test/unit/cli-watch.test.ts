@@ -245,7 +245,14 @@ describe('completion', () => {
     expect(await lines('status', 'fleet-a/')).toEqual(['fleet-a/prod-1', 'fleet-a/prod-2', ':4']);
     expect(await lines('status', 'fleet-a/prod-1', '--w')).toEqual(['--watch', ':4']);
     expect(await lines('list', '--phase', 'F')).toEqual(['Failed', ':4']);
-    expect(await lines('readiness', 'fleet-a/prod-1', '--')).toEqual(['--to', '--setting', ':4']);
+    expect(await lines('readiness', 'fleet-a/prod-1', '--')).toEqual([
+      '--to',
+      '--setting',
+      '--all',
+      '--namespace',
+      '--max-concurrent',
+      ':4',
+    ]);
     expect(await lines('rollout', 'st')).toEqual(['start', 'status', ':4']);
     expect(await lines('rollout', 'approve', '')).toEqual(['q4-patch', ':4']);
     expect(await lines('rollout', 'list', '')).toEqual([':4']);

@@ -12,7 +12,7 @@ import { readinessWorkflowId, type ReadinessInput } from '../../src/model/readin
 import { workflowTypes } from '../../src/model/workflow-types.ts';
 import { readinessReportQuery } from '../../src/workflows/messages.ts';
 import { capiUpgrades } from '../support/cli.ts';
-import { drainSurvey, PDB_HOLD } from '../support/readiness-stubs.ts';
+import { drainSurvey, PDB_HOLD, readyGates } from '../support/readiness-stubs.ts';
 import { startTestWorker, testClient, uniqueTaskQueue } from '../support/temporal.ts';
 
 type Stubbed = ReadinessActivities & Pick<UpgradeActivities, 'checkDeprecatedApis' | 'checkClusterHealth'>;
@@ -35,14 +35,18 @@ describe('readinessWorkflow', () => {
   };
   const activities: Stubbed = {
     readinessTarget: async ({ cluster }) => {
-      if (stub.missing)
+      if (stub.missing || cluster.name.startsWith('gone-'))
         throw ApplicationFailure.nonRetryable(
           `Cluster ${cluster.namespace}/${cluster.name} not found`,
           'ClusterNotFound',
         );
       return { annotations: stub.annotations, ...(stub.target ? { version: stub.target } : {}) };
     },
-    surveyDrain: async () => stub.survey,
+    surveyDrain: async (input) => {
+      // The fleet test's clusters named `held-…` have the PDB that holds the drain.
+      const base = input.cluster.name.startsWith('held-') ? survey([HOLD]) : stub.survey;
+      return { ...base, ...(base.gates ? {} : { gates: readyGates(input) }) };
+    },
     checkDeprecatedApis: async () => {
       if (stub.metricsFail)
         throw ApplicationFailure.nonRetryable('GET /metrics: 403 Forbidden', 'WorkloadMetricsRefused');
@@ -85,8 +89,11 @@ describe('readinessWorkflow', () => {
       ['plan', 'Ready'],
       ['removed-apis', 'Ready'],
       ['drain', 'Blocked'],
+      ['capacity', 'Ready'],
+      ['in-place', 'Ready'],
       ['version-skew', 'Ready'],
       ['health', 'Ready'],
+      ['alerts', 'Ready'],
       ['calendar', 'Ready'],
     ]);
     expect(report.checks[2]?.message).toContain(
@@ -103,7 +110,7 @@ describe('readinessWorkflow', () => {
       verdict: 'Unknown',
       message: "could not read the workload API server's /metrics: GET /metrics: 403 Forbidden",
     });
-    expect(report.checks.filter((c) => c.verdict === 'Ready')).toHaveLength(5);
+    expect(report.checks.filter((c) => c.verdict === 'Ready')).toHaveLength(READINESS_CHECKS.length - 1);
   });
 
   it('a Cluster without a topology version leaves the plan Unknown, saying why', async () => {
@@ -123,11 +130,11 @@ describe('readinessWorkflow', () => {
     expect(new Set(missing.checks.map((c) => c.message))).toEqual(
       new Set(['could not read the Cluster: Cluster fleet/missing not found']),
     );
-    expect(missing.checks).toHaveLength(6);
+    expect(missing.checks).toHaveLength(READINESS_CHECKS.length);
 
     Object.assign(stub, { missing: false, annotations: { 'upgrades.capi-orchestrator.io/upgrade-at': 'tomorrow' } });
     const refused = await run('refused');
-    expect(refused.checks).toHaveLength(6);
+    expect(refused.checks).toHaveLength(READINESS_CHECKS.length);
     expect(refused.checks.every((c) => c.verdict === 'Unknown')).toBe(true);
     expect(refused.checks[0]?.message).toMatch(
       /^the upgrade policy is refused: .*upgrade-at.*\(fix that setting or annotation\)$/,
@@ -154,5 +161,44 @@ describe('readinessWorkflow', () => {
       code: 2,
       stderr: 'capi-upgrades: readiness: --to "latest" is not a Kubernetes version\n',
     });
+  });
+
+  it('capi-upgrades readiness with several clusters runs one readiness run each and ranks them', async () => {
+    const cli = (...args: string[]) => capiUpgrades(args, { TEMPORAL_TASK_QUEUE: taskQueue });
+    Object.assign(stub, { survey: survey(), metricsFail: false, target: 'v1.33.0', missing: false });
+    const clusters = ['fleet/ok-1', 'fleet/held-1', 'fleet/gone-1', 'fleet/ok-2'];
+    const out = await cli('readiness', ...clusters, '--to', 'v1.35.0', '--max-concurrent', '2');
+    expect(out.code).toBe(1);
+    const lines = out.stdout.trimEnd().split('\n');
+    expect(lines[0]).toBe('4 clusters: 1 Blocked, 1 Unknown, 2 Ready');
+    expect(lines[2]).toMatch(/^CLUSTER\s+VERDICT\s+UPGRADE\s+CHECK\s+MESSAGE$/);
+    expect(lines.slice(3).map((l) => l.split(/\s+/).slice(0, 2))).toEqual([
+      ['fleet/held-1', 'Blocked'],
+      ['fleet/gone-1', 'Unknown'],
+      ['fleet/ok-1', 'Ready'],
+      ['fleet/ok-2', 'Ready'],
+    ]);
+    expect(lines[3]).toMatch(
+      /^fleet\/held-1\s+Blocked\s+v1\.33\.0 → v1\.35\.0\s+drain\s+node w-1: PodDisruptionBudget shop\/web /,
+    );
+    expect(lines[4]).toContain('Cluster fleet/gone-1 not found');
+    // Each cluster has its own readiness run, as the single form starts it (the Web UI lists them).
+    for (const c of clusters) {
+      const [namespace, name] = c.split('/') as [string, string];
+      const d = await client.workflow.getHandle(readinessWorkflowId({ namespace, name }, 'v1.35.0')).describe();
+      expect(d.type).toBe(workflowTypes.readiness);
+    }
+
+    const json = await cli('readiness', 'fleet/ok-1', 'fleet/ok-2', '--to', 'v1.35.0', '-o', 'json');
+    expect(json.code).toBe(0);
+    expect((JSON.parse(json.stdout) as { cluster: string; verdict: string }[]).map((r) => r.verdict)).toEqual([
+      'Ready',
+      'Ready',
+    ]);
+    expect(await cli('readiness', '--all', 'fleet/ok-1', '--to', 'v1.35.0')).toMatchObject({
+      code: 2,
+      stderr: 'capi-upgrades: readiness: either --all or the clusters to check, not both\n',
+    });
+    expect(await cli('readiness', '--all', '--to', 'v1.35.0', '--max-concurrent', '0')).toMatchObject({ code: 2 });
   });
 });

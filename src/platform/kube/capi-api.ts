@@ -64,6 +64,7 @@ export interface MachineObject {
     clusterName?: string;
     version?: string;
     bootstrap?: { configRef?: { apiGroup?: string; kind?: string; name?: string } };
+    infrastructureRef?: { apiGroup?: string; kind?: string; name?: string };
   };
   status?: { nodeRef?: { name?: string } };
 }

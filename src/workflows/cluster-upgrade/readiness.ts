@@ -63,7 +63,8 @@ async function recheckReadiness(s: UpgradeState, call: HookCall): Promise<void> 
   // The Cluster's annotations for the drain's options; the upgrade's own policy for the rest.
   const base = target ? policiesOf(r, target) : undefined;
   if (base) {
-    const p = { ...base, upgrade: s.status.policy };
+    // The upgrade has no ExtensionConfig settings: the in-place check (their executor) is left out.
+    const p = { ...base, upgrade: s.status.policy, inPlace: undefined };
     calendar(r, p);
     const [survey] = await Promise.all([surveyDrain(r, p), health(r, p)]);
     r.fromVersion = call.fromVersion;

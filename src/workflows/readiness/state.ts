@@ -2,6 +2,7 @@
 // shows while the run works and the run returns as its report.
 import {
   READINESS_CHECKS,
+  SURVEY_GATE_CHECKS,
   readinessReport,
   unknownCheck,
   type ReadinessCheck,
@@ -13,6 +14,11 @@ import type { ReadinessInput } from '../../model/readiness.ts';
 export class ReadinessState {
   readonly input: ReadinessInput;
   fromVersion: string | undefined;
+  /**
+   * The workload survey has answered (or failed): the gate checks it did not answer are left out
+   * (a survey from before them), not shown as still running.
+   */
+  surveyed = false;
   private readonly checks = new Map<ReadinessCheckName, ReadinessCheck>();
 
   constructor(input: ReadinessInput) {
@@ -31,8 +37,9 @@ export class ReadinessState {
   /** Checks still running show as Unknown, so a report read mid-run is never Ready too early. */
   report(): ReadinessReport {
     const { cluster, targetVersion } = this.input;
-    const pending = READINESS_CHECKS.filter((name) => !this.checks.has(name)).map((name) =>
-      unknownCheck(name, 'not checked yet'),
+    const gate = (name: ReadinessCheckName) => (SURVEY_GATE_CHECKS as readonly string[]).includes(name);
+    const pending = READINESS_CHECKS.filter((name) => !this.checks.has(name) && !(this.surveyed && gate(name))).map(
+      (name) => unknownCheck(name, 'not checked yet'),
     );
     return readinessReport(
       {

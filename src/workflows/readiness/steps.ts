@@ -5,10 +5,14 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { ReadinessActivities, DrainSurvey, ReadinessTarget } from '../../activities/readiness-types.ts';
 import type { UpgradeActivities } from '../../activities/upgrade-types.ts';
+import { resolveInPlacePolicy } from '../../domain/in-place-policy.ts';
 import { resolveMachineUpdatePolicy } from '../../domain/machine-update-policy.ts';
+import type { InPlaceExecutor } from '../../domain/readiness-gates.ts';
 import { resolvePlanPolicy } from '../../domain/plan-policy.ts';
 import { policyKeys } from '../../domain/policy-keys.ts';
 import {
+  READINESS_CHECKS,
+  SURVEY_GATE_CHECKS,
   calendarCheck,
   drainCheck,
   healthCheck,
@@ -52,12 +56,17 @@ export async function readTarget(s: ReadinessState): Promise<ReadinessTarget | u
   );
 }
 
-const ALL = ['plan', 'removed-apis', 'drain', 'version-skew', 'health', 'calendar'] as const;
+const ALL = READINESS_CHECKS;
 
 export interface Policies {
   upgrade: UpgradePolicy;
   plan: Parameters<typeof planCheck>[2];
   drain: { deleteEmptyDirData: boolean; force: boolean; skipPodSelector?: string };
+  /**
+   * In-place updates (ExtensionConfig settings only): on, and which executor applies them; unset
+   * when the caller does not know the settings (then the in-place check is left out).
+   */
+  inPlace?: { enabled: boolean; executor: InPlaceExecutor };
 }
 
 /** The policies an upgrade of this cluster would run under; a bad value makes every check Unknown, naming it. */
@@ -66,12 +75,13 @@ export function policiesOf(s: ReadinessState, target: ReadinessTarget): Policies
   const upgrade = resolveUpgradePolicy(sources);
   const plan = resolvePlanPolicy(sources);
   const machine = resolveMachineUpdatePolicy(s.input.settings);
-  const bad = [upgrade, plan, machine].find((r) => !r.ok);
+  const inPlace = resolveInPlacePolicy(s.input.settings);
+  const bad = [upgrade, plan, machine, inPlace].find((r) => !r.ok);
   if (bad && !bad.ok) {
     s.unknown(ALL, `the upgrade policy is refused: ${bad.message} (fix that setting or annotation)`);
     return undefined;
   }
-  if (!upgrade.ok || !plan.ok || !machine.ok) return undefined;
+  if (!upgrade.ok || !plan.ok || !machine.ok || !inPlace.ok) return undefined;
   const skip =
     target.annotations[policyKeys.drainSkipPodSelector.annotation]?.trim() || machine.policy.drainSkipPodSelector;
   return {
@@ -82,15 +92,29 @@ export function policiesOf(s: ReadinessState, target: ReadinessTarget): Policies
       force: machine.policy.forceDrainUnmanagedPods,
       ...(skip ? { skipPodSelector: skip } : {}),
     },
+    inPlace: { enabled: inPlace.policy.enabled, executor: machine.policy.executor },
   };
 }
 
 export async function surveyDrain(s: ReadinessState, p: Policies): Promise<DrainSurvey | undefined> {
+  const { upgrade } = p;
+  const gates = {
+    targetVersion: s.input.targetVersion,
+    capacityReservation: upgrade.capacityReservation,
+    ...(upgrade.alerts ? { alerts: upgrade.alerts } : {}),
+    ...(p.inPlace ? { inPlace: p.inPlace } : {}),
+  };
   const survey = await attempt(
-    () => acts.surveyDrain({ cluster: s.input.cluster, ...p.drain }),
-    (cause) => s.unknown(['drain', 'version-skew'], `could not read the workload cluster: ${cause}`),
+    () => acts.surveyDrain({ cluster: s.input.cluster, ...p.drain, gates }),
+    (cause) =>
+      s.unknown(['drain', 'version-skew', ...SURVEY_GATE_CHECKS], `could not read the workload cluster: ${cause}`),
   );
-  if (survey) s.add(drainCheck(survey.simulation));
+  s.surveyed = true;
+  if (survey) {
+    s.add(drainCheck(survey.simulation));
+    // capacity, in-place and alerts: each read by its gate's own reader in the same activity.
+    for (const check of survey.gates ?? []) s.add(check);
+  }
   return survey;
 }
 

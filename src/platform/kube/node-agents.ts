@@ -8,12 +8,12 @@
 // called for every Machine of a rollout. A known node is one GET of its Lease;
 // only CanUpdateMachineSet, which names no node, pages through the Leases.
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
-import { stableError } from '../platform/kube/stable-error.ts';
-import { apiClient } from '../platform/kube/clients.ts';
-import { isNotFound } from '../platform/kube/errors.ts';
-import { workloadKubeConfig } from '../platform/kube/workload-clusters.ts';
-import { listPaged } from '../platform/kube/paged-list.ts';
-import { withReadScope } from '../platform/kube/read-scope.ts';
+import { stableError } from './stable-error.ts';
+import { apiClient } from './clients.ts';
+import { isNotFound } from './errors.ts';
+import { workloadKubeConfig } from './workload-clusters.ts';
+import { listPaged } from './paged-list.ts';
+import { withReadScope } from './read-scope.ts';
 
 export const NODE_AGENT_LEASE_PREFIX = 'node-upgrade-agent-';
 /** Leases without leaseDurationSeconds count as fresh this long after their last renewal. */

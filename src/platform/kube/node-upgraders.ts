@@ -9,10 +9,10 @@
 // Answers are cached per kind for a few seconds, as for node agents: CanUpdate*
 // is called for every Machine of a rollout.
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
-import { stableError } from '../platform/kube/stable-error.ts';
-import { apiClient } from '../platform/kube/clients.ts';
-import { isNotFound } from '../platform/kube/errors.ts';
-import { InPlaceSettingsError, parseDeclaredPaths, type AllowedPath } from '../domain/in-place-policy.ts';
+import { stableError } from './stable-error.ts';
+import { apiClient } from './clients.ts';
+import { isNotFound } from './errors.ts';
+import { InPlaceSettingsError, parseDeclaredPaths, type AllowedPath } from '../../domain/in-place-policy.ts';
 import { LEASE_CACHE_MS, leaseIsFresh } from './node-agents.ts';
 
 export const NODE_UPGRADER_LEASE_PREFIX = 'node-upgrader-';
