@@ -7,6 +7,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { ClusterRef, ReservedCapacity } from '../model/cluster-upgrade.ts';
 import { heartbeating } from './heartbeat.ts';
 import { apiClient } from '../platform/kube/clients.ts';
+import { readCapiObject } from '../platform/kube/capi-read.ts';
 import { isNotFound } from '../platform/kube/errors.ts';
 import { retryOnConflict } from '../platform/kube/retry-on-conflict.ts';
 import type { CapacityInput, CapacityReadiness, UpgradeActivities } from './upgrade-types.ts';
@@ -179,20 +180,10 @@ class CapiObjects {
   }
 
   async getCluster(ref: ClusterRef): Promise<ClusterObject> {
-    try {
-      return (await this.custom.getNamespacedCustomObject({
-        group: CAPI_GROUP,
-        version: CAPI_VERSION,
-        plural: 'clusters',
-        namespace: ref.namespace,
-        name: ref.name,
-      })) as ClusterObject;
-    } catch (err) {
-      if (isNotFound(err)) {
-        throw ApplicationFailure.nonRetryable(`Cluster ${ref.namespace}/${ref.name} not found`, 'ClusterNotFound');
-      }
-      throw err;
-    }
+    const cluster = await readCapiObject<ClusterObject>(this.custom, 'clusters', ref);
+    if (!cluster)
+      throw ApplicationFailure.nonRetryable(`Cluster ${ref.namespace}/${ref.name} not found`, 'ClusterNotFound');
+    return cluster;
   }
 
   async listMachineDeployments(ref: ClusterRef): Promise<MachineDeploymentObject[]> {

@@ -16,7 +16,8 @@ import type { FleetActivities, SetVersionResult } from './fleet-types.ts';
 import { heartbeating } from './heartbeat.ts';
 import { createEventRecorder } from './kube-events.ts';
 import { apiClient } from '../platform/kube/clients.ts';
-import { isNotFound, statusCode } from '../platform/kube/errors.ts';
+import { readCapiObject } from '../platform/kube/capi-read.ts';
+import { statusCode } from '../platform/kube/errors.ts';
 import { retryOnConflict } from '../platform/kube/retry-on-conflict.ts';
 import { clusterUpgradeMemo, readMemo } from '../platform/temporal/memo.ts';
 import type { WorkflowPort } from '../platform/temporal/workflows.ts';
@@ -59,19 +60,8 @@ function fleetOf(deps: FleetActivityDeps): Fleet {
   };
 }
 
-async function getCluster(fleet: Fleet, c: SelectedCluster): Promise<ClusterObject | undefined> {
-  try {
-    return (await fleet.custom.getNamespacedCustomObject({
-      group: CAPI_GROUP,
-      version: CAPI_VERSION,
-      plural: 'clusters',
-      namespace: c.namespace,
-      name: c.name,
-    })) as ClusterObject;
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+function getCluster(fleet: Fleet, c: SelectedCluster): Promise<ClusterObject | undefined> {
+  return readCapiObject<ClusterObject>(fleet.custom, 'clusters', c);
 }
 
 /** Clusters matching the selector in one namespace (undefined: all), each as selected or with why to skip it. */

@@ -19,6 +19,7 @@ import { parseGoDuration } from '../domain/durations.ts';
 import { rejectingPressure } from '../domain/node-pressure.ts';
 import { policyKeys, valueOverLimit } from '../domain/policy-keys.ts';
 import { apiClient } from '../platform/kube/clients.ts';
+import { readCapiObject } from '../platform/kube/capi-read.ts';
 import { isNotFound } from '../platform/kube/errors.ts';
 import { retryOnConflict } from '../platform/kube/retry-on-conflict.ts';
 import {
@@ -247,19 +248,8 @@ export function machineDeletionCheck(management: KubeConfig, maxAgeMs = 5_000): 
 }
 
 /** The Cluster API Machine, or undefined when it does not exist. */
-export async function readMachine(custom: CustomObjectsApi, machine: MachineRef): Promise<MachineObject | undefined> {
-  try {
-    return (await custom.getNamespacedCustomObject({
-      group: CAPI_GROUP,
-      version: CAPI_VERSION,
-      plural: 'machines',
-      namespace: machine.namespace,
-      name: machine.name,
-    })) as MachineObject;
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+export function readMachine(custom: CustomObjectsApi, machine: MachineRef): Promise<MachineObject | undefined> {
+  return readCapiObject<MachineObject>(custom, 'machines', machine);
 }
 
 export async function readNodeOrFail(core: CoreV1Api, name: string, of = ''): Promise<V1Node> {
