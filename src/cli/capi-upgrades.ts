@@ -22,17 +22,15 @@ import { ConfigError, parseConfig } from '../config/index.ts';
 import type { UpgradePhase } from '../model/cluster-upgrade.ts';
 import { holdLines } from './held.ts';
 import {
-  DEFAULT_FLEET_CONCURRENCY,
   fleetExitCode,
+  fleetReadiness,
   fleetText,
-  listClusters,
-  rankFleet,
   READINESS_FLEET_USAGE,
   READINESS_USAGE,
   readinessExitCode,
+  readinessFleet,
   readinessInput,
   readinessText,
-  runFleetReadiness,
   runReadiness,
 } from './readiness.ts';
 import { table } from './table.ts';
@@ -47,7 +45,6 @@ import {
   upgradeRuns,
   upgradeStatus,
   UsageError,
-  type ClusterKey,
   type UpgradeReport,
   type UpgradeRow,
 } from './operations.ts';
@@ -94,33 +91,12 @@ Temporal: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and the TLS / API key settings of
 
 const PHASES: UpgradePhase[] = ['Pending', 'Upgrading', 'Upgraded', 'Failed', 'Aborted'];
 
-interface ReadinessFleet {
-  all: boolean;
-  namespace?: string;
-  clusters: ClusterKey[];
-  concurrency: number;
-}
-
-/** `readiness --all [--namespace NS]` or several clusters; undefined for the single form. */
-function readinessFleet(
-  values: { all?: boolean; namespace?: string; to?: string; setting?: string[]; 'max-concurrent'?: string },
-  targets: string[],
-): ReadinessFleet | undefined {
-  const all = values.all === true;
-  if (!all && targets.length <= 1) {
-    if (values.namespace !== undefined) throw new UsageError('readiness: --namespace goes with --all');
-    if (values['max-concurrent'] !== undefined) throw new UsageError('readiness: --max-concurrent goes with --all');
-    return undefined;
-  }
-  if (all && targets.length > 0) throw new UsageError('readiness: either --all or the clusters to check, not both');
-  const clusters = targets.map((t) => parseClusterKey(t));
-  // The version and settings are checked once here, before anything is listed or started.
-  readinessInput(clusters[0] ?? { namespace: 'default', name: 'fleet' }, values.to, values.setting);
-  const raw = values['max-concurrent'];
-  const concurrency = raw === undefined ? DEFAULT_FLEET_CONCURRENCY : Number(raw);
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64)
-    throw new UsageError(`readiness: --max-concurrent ${JSON.stringify(raw)}: expected a whole number from 1 to 64`);
-  return { all, ...(values.namespace ? { namespace: values.namespace } : {}), clusters, concurrency };
+function rolloutsTable(rows: Awaited<ReturnType<typeof listRollouts>>): string {
+  if (rows.length === 0) return 'no rollouts found';
+  return table(
+    rows.map((r) => ({ ...r })),
+    ['name', 'phase', 'status', 'startTime', 'message'],
+  );
 }
 
 function runsTable(rows: UpgradeRow[]): string {
@@ -337,25 +313,14 @@ async function main(argv: string[]): Promise<number> {
         print(status, rolloutText(status));
       } else if (rollout.sub === 'list') {
         const rows = await listRollouts(client);
-        print(
-          rows,
-          rows.length === 0
-            ? 'no rollouts found'
-            : table(
-                rows.map((r) => ({ ...r })),
-                ['name', 'phase', 'status', 'startTime', 'message'],
-              ),
-        );
+        print(rows, rolloutsTable(rows));
       } else {
         const control = rollout.sub as RolloutControl;
         const sent = await controlRollout(client, name, control, flags);
         print({ signalled: control, workflowId: sent.workflowId }, `${control} sent to ${sent.workflowId}`);
       }
     } else if (fleet) {
-      const keys = fleet.all ? await listClusters(fleet.namespace) : fleet.clusters;
-      const inputs = keys.map((k) => readinessInput(k, values.to, values.setting));
-      const results = await runFleetReadiness(client, settings.taskQueue, inputs, fleet.concurrency);
-      const rows = rankFleet(results);
+      const rows = await fleetReadiness(client, settings.taskQueue, fleet, values.to, values.setting);
       print(rows, fleetText(rows));
       return fleetExitCode(rows);
     } else if (readiness) {

@@ -10,7 +10,7 @@ import { tryParseVersion } from '../domain/versions.ts';
 import { readinessWorkflowId, type ReadinessInput } from '../model/readiness.ts';
 import { ClusterName, ClusterNamespace, TargetVersion } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
-import { UsageError, type ClusterKey } from './operations.ts';
+import { parseClusterKey, UsageError, type ClusterKey } from './operations.ts';
 import { table } from './table.ts';
 import { CAPI_CORE, type ClusterObject } from '../platform/kube/capi-api.ts';
 import { stableError } from '../platform/kube/stable-error.ts';
@@ -219,4 +219,46 @@ export async function listClusters(
   return keys.sort((a, b) =>
     a.namespace !== b.namespace ? (a.namespace < b.namespace ? -1 : 1) : a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
   );
+}
+
+export interface ReadinessFleet {
+  all: boolean;
+  namespace?: string;
+  clusters: ClusterKey[];
+  concurrency: number;
+}
+
+/** `readiness --all [--namespace NS]` or several clusters; undefined for the single form. */
+export function readinessFleet(
+  values: { all?: boolean; namespace?: string; to?: string; setting?: string[]; 'max-concurrent'?: string },
+  targets: string[],
+): ReadinessFleet | undefined {
+  const all = values.all === true;
+  if (!all && targets.length <= 1) {
+    if (values.namespace !== undefined) throw new UsageError('readiness: --namespace goes with --all');
+    if (values['max-concurrent'] !== undefined) throw new UsageError('readiness: --max-concurrent goes with --all');
+    return undefined;
+  }
+  if (all && targets.length > 0) throw new UsageError('readiness: either --all or the clusters to check, not both');
+  const clusters = targets.map((t) => parseClusterKey(t));
+  // The version and settings are checked once here, before anything is listed or started.
+  readinessInput(clusters[0] ?? { namespace: 'default', name: 'fleet' }, values.to, values.setting);
+  const raw = values['max-concurrent'];
+  const concurrency = raw === undefined ? DEFAULT_FLEET_CONCURRENCY : Number(raw);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64)
+    throw new UsageError(`readiness: --max-concurrent ${JSON.stringify(raw)}: expected a whole number from 1 to 64`);
+  return { all, ...(values.namespace ? { namespace: values.namespace } : {}), clusters, concurrency };
+}
+
+/** Every cluster's readiness run, ranked (Blocked first). */
+export async function fleetReadiness(
+  client: Client,
+  taskQueue: string,
+  fleet: ReadinessFleet,
+  to: string | undefined,
+  settings: string[] | undefined,
+): Promise<FleetRow[]> {
+  const keys = fleet.all ? await listClusters(fleet.namespace) : fleet.clusters;
+  const inputs = keys.map((k) => readinessInput(k, to, settings));
+  return rankFleet(await runFleetReadiness(client, taskQueue, inputs, fleet.concurrency));
 }

@@ -24,7 +24,6 @@ const KNOWN: Readonly<Record<string, number>> = {
   'src/activities/drain/drain.ts:createDrainActivities/drainNode': 93,
   'src/activities/executors/job.ts:jobExecution': 109,
   'src/activities/executors/node-upgrade-request.ts:requestExecution': 94,
-  'src/activities/fleet.ts:createFleetActivities': 220,
   'src/activities/machine-update.ts:createMachineUpdateActivities': 106,
   'src/activities/node.ts:createNodeActivities': 161,
   'src/api/app.ts:hookApp': 109,
