@@ -3,7 +3,7 @@
 // and prints its report as a table. Exit 1 when a check is Blocked, 3 when none
 // is but one could not tell (Unknown), 0 when every check is Ready. `--all` (or
 // several clusters) runs one readiness run per Cluster and ranks the fleet.
-import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import type * as K8s from '@kubernetes/client-node';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { ReadinessReport } from '../domain/readiness.ts';
 import { tryParseVersion } from '../domain/versions.ts';
@@ -175,9 +175,13 @@ export async function runFleetReadiness(
   return out;
 }
 
-/** The management cluster to list Clusters from: MANAGEMENT_KUBECONFIG, else kubectl's (KUBECONFIG, ~/.kube/config). */
-function fleetKubeConfig(env: NodeJS.ProcessEnv): KubeConfig {
-  const kc = new KubeConfig();
+/**
+ * The management cluster to list Clusters from: MANAGEMENT_KUBECONFIG, else kubectl's (KUBECONFIG,
+ * ~/.kube/config). The Kubernetes client is loaded here, not at the CLI's start: every other
+ * command talks to Temporal only, and loading it costs each of them its start-up time.
+ */
+function fleetKubeConfig(env: NodeJS.ProcessEnv, k8s: typeof K8s): K8s.KubeConfig {
+  const kc = new k8s.KubeConfig();
   try {
     if (env.MANAGEMENT_KUBECONFIG) kc.loadFromFile(env.MANAGEMENT_KUBECONFIG);
     else kc.loadFromDefault();
@@ -194,7 +198,8 @@ export async function listClusters(
   namespace: string | undefined,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<ClusterKey[]> {
-  const custom = fleetKubeConfig(env).makeApiClient(CustomObjectsApi);
+  const k8s = await import('@kubernetes/client-node');
+  const custom = fleetKubeConfig(env, k8s).makeApiClient(k8s.CustomObjectsApi);
   const keys: ClusterKey[] = [];
   let page: string | undefined;
   try {

@@ -40,6 +40,14 @@ describe('kubectl capi-upgrades', () => {
   it('status --watch redraws an upgrade until it is upgraded, then exits 0', async () => {
     await h.call('BeforeClusterUpgrade', beforeClusterUpgrade());
     watching = kubectlWatch(['status', key, '--watch', '--interval', '1s']);
+    // Its first frame before CAPI drives on: a plugin that starts slower than the stubbed upgrade
+    // runs would otherwise see it Upgraded at once, and draw once.
+    const w = watching;
+    await waitFor(
+      async () => w.seen.stdout.includes(key),
+      (drawn) => drawn,
+      30_000,
+    );
     await driveChainedUpgrade(h);
     expect(await watching.exited).toBe(0);
     const frames = watchFrames(watching.seen.stdout);
