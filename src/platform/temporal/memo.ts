@@ -101,11 +101,18 @@ const object =
 
 /** A memo kind whose value must pass `check`. */
 function memoKind<T>(key: string, check: Check): MemoKind<T> {
+  // The api reads the same kept memo object on every poll until its view is refreshed: it is
+  // checked once per object, not once per poll.
+  const checked = new WeakMap<object, string | undefined>();
   return {
     key,
     decode(value) {
       if (value === undefined || value === null) return undefined;
-      const problem = check(value);
+      let problem: string | undefined;
+      if (typeof value === 'object') {
+        if (checked.has(value)) problem = checked.get(value);
+        else checked.set(value, (problem = check(value)));
+      } else problem = check(value);
       return problem ? new MalformedMemo(key, problem) : (value as T);
     },
   };
