@@ -140,36 +140,104 @@ function allowedAnnotationUrls(settings: PolicySources['settings']): Set<string>
   return allowed;
 }
 
-/** The alert policy, or undefined when neither URL is set (the gate and silences are off). */
-export function resolveAlertPolicy(
-  sources: PolicySources,
-): { ok: true; policy: AlertPolicy | undefined } | { ok: false; message: string } {
-  const read = <T>(
-    k: PolicyKey,
-    parse: (value: string, fromAnnotation: boolean) => Parsed<T>,
-    tighter?: Tighter,
-  ): T | undefined => {
+type Read = <T>(
+  k: PolicyKey,
+  parse: (value: string, fromAnnotation: boolean) => Parsed<T>,
+  tighter?: Tighter,
+) => T | undefined;
+
+/** Reads one key from the sources, parsed; a bad value throws a PolicyError naming where it came from. */
+function readerOf(sources: PolicySources): Read {
+  return (k, parse, tighter) => {
     const found = lookupPolicy(sources, k, tighter);
     if (!found) return undefined;
     const parsed = parse(found.value.trim(), found.name.startsWith('annotation '));
     if (!parsed.ok) throw new PolicyError(`${found.name}=${JSON.stringify(found.value)}: ${parsed.reason}`);
     return parsed.value;
   };
-  const duration = (max: number) => (v: string) => {
-    const ms = parseGoDuration(v);
-    if (ms === undefined) return bad('not a duration (use e.g. 30m, 2h, 1h30m)');
-    if (ms <= 0) return bad('must be greater than zero');
-    return ms > max ? bad(`must be at most ${max / 3_600_000}h`) : { ok: true as const, value: ms };
+}
+
+const duration = (max: number) => (v: string) => {
+  const ms = parseGoDuration(v);
+  if (ms === undefined) return bad('not a duration (use e.g. 30m, 2h, 1h30m)');
+  if (ms <= 0) return bad('must be greater than zero');
+  return ms > max ? bad(`must be at most ${max / 3_600_000}h`) : { ok: true as const, value: ms };
+};
+
+/** A URL parser that lets an annotation name only one of the `allowed` URLs. */
+function allowedUrl(allowed: Set<string>): (v: string, fromAnnotation: boolean) => Parsed<string> {
+  return (v, fromAnnotation) => {
+    const parsed = parseAlertUrl(v);
+    if (!parsed.ok || !fromAnnotation || allowed.has(parsed.value)) return parsed;
+    return bad(
+      `an annotation may only name a URL the ExtensionConfig allows (alertPrometheusUrl, alertmanagerUrl or ${ALERT_ALLOWED_URLS_SETTING})`,
+    );
   };
+}
+
+/** The token Secret and the CA, into `policy`. */
+function readCredentials(read: Read, sources: PolicySources, policy: AlertPolicy): void {
+  const token = read(alertPolicyKeys.tokenSecret, (v, fromAnnotation) =>
+    parseObjectKeyRef(v, { fromAnnotation, kinds: ['Secret'] }),
+  );
+  if (token) policy.tokenSecret = token;
+  const ca = read(alertPolicyKeys.ca, (v, fromAnnotation) =>
+    parseObjectKeyRef(v, { fromAnnotation, kinds: ['Secret', 'ConfigMap'] }),
+  );
+  // The platform's token (named by the setting) is sent only to a server the platform's CA
+  // vouches for: an annotation's CA would let whoever wrote it stand in for that server.
+  const caSource = lookupPolicy(sources, alertPolicyKeys.ca);
+  const tokenSource = lookupPolicy(sources, alertPolicyKeys.tokenSecret);
+  if (caSource?.name.startsWith('annotation ') && tokenSource?.name.startsWith('setting '))
+    throw new PolicyError(
+      `${caSource.name}=${JSON.stringify(caSource.value)}: an annotation may not replace the CA while the token comes from ${tokenSource.name}`,
+    );
+  if (ca) policy.ca = ca;
+}
+
+/** What the gate holds on (filter, pending alerts, ignored names, timeout, label), into `policy`. */
+function readGate(read: Read, policy: AlertPolicy): void {
+  const filter = read(alertPolicyKeys.filter, (v) => {
+    const problem = checkAlertFilter(v);
+    return problem === undefined ? { ok: true, value: v } : bad(problem);
+  });
+  if (filter !== undefined) policy.filter = filter;
+  const firingOnly = read(
+    alertPolicyKeys.firingOnly,
+    (v) =>
+      /^(true|false)$/i.test(v) ? { ok: true, value: v.toLowerCase() === 'true' } : bad('expected true or false'),
+    // Bound: pending alerts may be added to what holds, never taken away.
+    (a) => a.toLowerCase() !== 'true',
+  );
+  if (firingOnly !== undefined) policy.firingOnly = firingOnly;
+  const ignore = read(alertPolicyKeys.ignore, ignoreList, ignoresNoMore);
+  if (ignore !== undefined) policy.ignore = ignore;
+  const timeout = read(alertPolicyKeys.holdTimeout, duration(7 * 24 * 3_600_000));
+  if (timeout !== undefined) policy.holdTimeoutMs = timeout;
+  const label = read(alertPolicyKeys.clusterLabel, (v) =>
+    LABEL_NAME.test(v) ? { ok: true, value: v } : bad('not a Prometheus label name'),
+  );
+  if (label !== undefined) policy.clusterLabel = label;
+}
+
+/** The silences set while the upgrade runs, into `policy`. */
+function readSilences(read: Read, policy: AlertPolicy): void {
+  const matchers = read(alertPolicyKeys.silenceMatchers, (v) => {
+    const m = parseSilenceMatchers(v);
+    return m.ok ? m : bad(m.reason);
+  });
+  if (matchers !== undefined) policy.silenceMatchers = matchers;
+  const silenceFor = read(alertPolicyKeys.silenceDuration, duration(MAX_SILENCE_DURATION_MS));
+  if (silenceFor !== undefined) policy.silenceDurationMs = silenceFor;
+}
+
+/** The alert policy, or undefined when neither URL is set (the gate and silences are off). */
+export function resolveAlertPolicy(
+  sources: PolicySources,
+): { ok: true; policy: AlertPolicy | undefined } | { ok: false; message: string } {
+  const read = readerOf(sources);
   try {
-    const allowed = allowedAnnotationUrls(sources.settings);
-    const url = (v: string, fromAnnotation: boolean): Parsed<string> => {
-      const parsed = parseAlertUrl(v);
-      if (!parsed.ok || !fromAnnotation || allowed.has(parsed.value)) return parsed;
-      return bad(
-        `an annotation may only name a URL the ExtensionConfig allows (alertPrometheusUrl, alertmanagerUrl or ${ALERT_ALLOWED_URLS_SETTING})`,
-      );
-    };
+    const url = allowedUrl(allowedAnnotationUrls(sources.settings));
     const prometheusUrl = read(alertPolicyKeys.prometheusUrl, url);
     const alertmanagerUrl = read(alertPolicyKeys.alertmanagerUrl, url);
     if (prometheusUrl === undefined && alertmanagerUrl === undefined) return { ok: true, policy: undefined };
@@ -183,50 +251,9 @@ export function resolveAlertPolicy(
     };
     if (prometheusUrl !== undefined) policy.prometheusUrl = prometheusUrl;
     if (alertmanagerUrl !== undefined) policy.alertmanagerUrl = alertmanagerUrl;
-    const token = read(alertPolicyKeys.tokenSecret, (v, fromAnnotation) =>
-      parseObjectKeyRef(v, { fromAnnotation, kinds: ['Secret'] }),
-    );
-    if (token) policy.tokenSecret = token;
-    const ca = read(alertPolicyKeys.ca, (v, fromAnnotation) =>
-      parseObjectKeyRef(v, { fromAnnotation, kinds: ['Secret', 'ConfigMap'] }),
-    );
-    // The platform's token (named by the setting) is sent only to a server the platform's CA
-    // vouches for: an annotation's CA would let whoever wrote it stand in for that server.
-    const caSource = lookupPolicy(sources, alertPolicyKeys.ca);
-    const tokenSource = lookupPolicy(sources, alertPolicyKeys.tokenSecret);
-    if (caSource?.name.startsWith('annotation ') && tokenSource?.name.startsWith('setting '))
-      throw new PolicyError(
-        `${caSource.name}=${JSON.stringify(caSource.value)}: an annotation may not replace the CA while the token comes from ${tokenSource.name}`,
-      );
-    if (ca) policy.ca = ca;
-    const filter = read(alertPolicyKeys.filter, (v) => {
-      const problem = checkAlertFilter(v);
-      return problem === undefined ? { ok: true, value: v } : bad(problem);
-    });
-    if (filter !== undefined) policy.filter = filter;
-    const firingOnly = read(
-      alertPolicyKeys.firingOnly,
-      (v) =>
-        /^(true|false)$/i.test(v) ? { ok: true, value: v.toLowerCase() === 'true' } : bad('expected true or false'),
-      // Bound: pending alerts may be added to what holds, never taken away.
-      (a) => a.toLowerCase() !== 'true',
-    );
-    if (firingOnly !== undefined) policy.firingOnly = firingOnly;
-    const ignore = read(alertPolicyKeys.ignore, ignoreList, ignoresNoMore);
-    if (ignore !== undefined) policy.ignore = ignore;
-    const timeout = read(alertPolicyKeys.holdTimeout, duration(7 * 24 * 3_600_000));
-    if (timeout !== undefined) policy.holdTimeoutMs = timeout;
-    const label = read(alertPolicyKeys.clusterLabel, (v) =>
-      LABEL_NAME.test(v) ? { ok: true, value: v } : bad('not a Prometheus label name'),
-    );
-    if (label !== undefined) policy.clusterLabel = label;
-    const matchers = read(alertPolicyKeys.silenceMatchers, (v) => {
-      const m = parseSilenceMatchers(v);
-      return m.ok ? m : bad(m.reason);
-    });
-    if (matchers !== undefined) policy.silenceMatchers = matchers;
-    const silenceFor = read(alertPolicyKeys.silenceDuration, duration(MAX_SILENCE_DURATION_MS));
-    if (silenceFor !== undefined) policy.silenceDurationMs = silenceFor;
+    readCredentials(read, sources, policy);
+    readGate(read, policy);
+    readSilences(read, policy);
     return { ok: true, policy };
   } catch (err) {
     if (err instanceof PolicyError) return { ok: false, message: err.message };

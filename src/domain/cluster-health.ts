@@ -70,22 +70,71 @@ export function evaluateHealth(input: HealthCriteria, state: ClusterState): Heal
   if (invalid) throw new Error(invalid);
   // Shown canonical (`1.32.4` → `v1.32.4`) so the summary does not depend on how the version was spelled.
   const version = scope === 'pre' || !input.version ? undefined : displayVersion(input.version);
-  const findings: string[] = [];
-  const warnings: string[] = [];
-  const parts: string[] = [];
+  const notes: Notes = { findings: [], warnings: [] };
+  const nodes = checkNodes(scope, version, state, notes);
+  const parts = [nodes.summary];
+  if (scope === 'pre' || scope === 'post') parts.push(checkCriticalPods(input.criticalNamespaces, state.pods, notes));
+  if (scope === 'pre') {
+    const blocking = checkBlockingPdbs(input.blockingPdbPolicy, state, nodes.checked, notes);
+    if (blocking) parts.push(blocking);
+  }
+  const { findings, warnings } = notes;
+  findings.sort();
+  warnings.sort();
+  return { healthy: findings.length === 0, summary: parts.join('; '), findings, warnings };
+}
 
-  // Which nodes belong to the cluster, and their roles.
-  const byName = new Map(state.nodes.map((n) => [n.metadata?.name ?? '', n]));
-  const expected = new Map<string, { controlPlane: boolean; machine?: string }>();
+/** What the checks found so far: findings fail the check, warnings do not. */
+interface Notes {
+  findings: string[];
+  warnings: string[];
+}
+
+interface ExpectedNode {
+  controlPlane: boolean;
+  machine?: string;
+}
+
+/** Which nodes belong to the cluster, with their roles, and the Machines without a node yet. */
+function expectedNodes(
+  state: ClusterState,
+  byName: Map<string, V1Node>,
+  notes: Notes,
+): { expected: Map<string, ExpectedNode>; nodeless: MachineInfo[] } {
+  const expected = new Map<string, ExpectedNode>();
   const nodeless: MachineInfo[] = [];
   if (state.machines.length === 0) {
-    warnings.push('the cluster has no Machines: every node of the workload cluster is checked');
+    notes.warnings.push('the cluster has no Machines: every node of the workload cluster is checked');
     for (const name of byName.keys()) expected.set(name, { controlPlane: false });
   }
   for (const m of state.machines) {
     if (m.nodeName) expected.set(m.nodeName, { controlPlane: m.controlPlane, machine: m.name });
     else nodeless.push(m);
   }
+  return { expected, nodeless };
+}
+
+/** Why a node is not fine (not Ready, or its kubelet not at `version`), or undefined. */
+function nodeProblem(node: V1Node, version: string | undefined): string | undefined {
+  const reasons: string[] = [];
+  const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
+  if (!ready) reasons.push('no Ready condition');
+  else if (ready.status === 'Unknown') reasons.push('Ready Unknown');
+  else if (ready.status !== 'True') reasons.push('NotReady');
+  const kubelet = node.status?.nodeInfo?.kubeletVersion ?? '';
+  if (version && !kubeletMatches(kubelet, version)) reasons.push(`kubelet ${kubelet || 'unknown'}`);
+  return reasons.length > 0 ? reasons.join(' and ') : undefined;
+}
+
+/** The nodes in scope: their summary, and the names of the nodes found (the PodDisruptionBudgets' pods run there). */
+function checkNodes(
+  scope: HealthScope,
+  version: string | undefined,
+  state: ClusterState,
+  notes: Notes,
+): { summary: string; checked: Set<string> } {
+  const byName = new Map(state.nodes.map((n) => [n.metadata?.name ?? '', n]));
+  const { expected, nodeless } = expectedNodes(state, byName, notes);
   const isControlPlane = (name: string): boolean =>
     (expected.get(name)?.controlPlane ?? false) ||
     byName.get(name)?.metadata?.labels?.[CONTROL_PLANE_LABEL] !== undefined;
@@ -105,20 +154,14 @@ export function evaluateHealth(input: HealthCriteria, state: ClusterState): Heal
       continue;
     }
     checked.add(name);
-    const reasons: string[] = [];
-    const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
-    if (!ready) reasons.push('no Ready condition');
-    else if (ready.status === 'Unknown') reasons.push('Ready Unknown');
-    else if (ready.status !== 'True') reasons.push('NotReady');
-    const kubelet = node.status?.nodeInfo?.kubeletVersion ?? '';
-    if (version && !kubeletMatches(kubelet, version)) reasons.push(`kubelet ${kubelet || 'unknown'}`);
-    if (reasons.length > 0) nodeProblems.push([name, reasons.join(' and ')]);
-    if (node.spec?.unschedulable) warnings.push(`node ${name}: cordoned`);
+    const problem = nodeProblem(node, version);
+    if (problem !== undefined) nodeProblems.push([name, problem]);
+    if (node.spec?.unschedulable) notes.warnings.push(`node ${name}: cordoned`);
   }
   for (const m of nodeless) {
     if (!inScope(m.controlPlane)) continue;
     if (scope === 'pre') {
-      warnings.push(`Machine ${m.name}: no node yet`);
+      notes.warnings.push(`Machine ${m.name}: no node yet`);
     } else {
       total++;
       nodeProblems.push([`Machine ${m.name}`, 'no node yet']);
@@ -127,66 +170,68 @@ export function evaluateHealth(input: HealthCriteria, state: ClusterState): Heal
   nodeProblems.sort(byFirst);
   for (const [name, why] of nodeProblems) {
     const subject = name.startsWith('Machine ') ? name : `node ${name}`;
-    findings.push(`${subject}: ${why}${version && why.includes('kubelet') ? `, want ${version}` : ''}`);
+    notes.findings.push(`${subject}: ${why}${version && why.includes('kubelet') ? `, want ${version}` : ''}`);
   }
   if (scope === 'control-plane' && total === 0) {
     // Hosted control planes have no control-plane nodes; CAPI checked the control plane's version already.
-    warnings.push('no control-plane nodes: nothing to check on the workload cluster');
+    notes.warnings.push('no control-plane nodes: nothing to check on the workload cluster');
   }
-  parts.push(
+  const summary =
     `${total - nodeProblems.length} of ${total} ${noun} Ready${version ? ` at ${version}` : ''}` +
-      details(nodeProblems),
-  );
+    details(nodeProblems);
+  return { summary, checked };
+}
 
-  if (scope === 'pre' || scope === 'post') {
-    const critical = new Set(input.criticalNamespaces);
-    const podProblems: [string, string][] = [];
-    let pods = 0;
-    for (const pod of state.pods) {
-      const ns = pod.metadata?.namespace ?? '';
-      if (!critical.has(ns)) continue;
-      // Finished pods are fine; terminating ones are going away and their replacements count.
-      if (pod.status?.phase === 'Succeeded' || pod.metadata?.deletionTimestamp) continue;
-      pods++;
-      const phase = pod.status?.phase ?? 'Unknown';
-      const ready = pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
-      if (phase !== 'Running') podProblems.push([`${ns}/${pod.metadata?.name ?? ''}`, phase]);
-      else if (!ready) podProblems.push([`${ns}/${pod.metadata?.name ?? ''}`, 'Running, not Ready']);
-    }
-    podProblems.sort(byFirst);
-    for (const [name, why] of podProblems) findings.push(`pod ${name}: ${why}`);
-    parts.push(`${pods - podProblems.length} of ${pods} critical pods Ready${details(podProblems)}`);
+/** The pods in the critical namespaces: their summary. */
+function checkCriticalPods(criticalNamespaces: string[], allPods: V1Pod[], notes: Notes): string {
+  const critical = new Set(criticalNamespaces);
+  const podProblems: [string, string][] = [];
+  let pods = 0;
+  for (const pod of allPods) {
+    const ns = pod.metadata?.namespace ?? '';
+    if (!critical.has(ns)) continue;
+    // Finished pods are fine; terminating ones are going away and their replacements count.
+    if (pod.status?.phase === 'Succeeded' || pod.metadata?.deletionTimestamp) continue;
+    pods++;
+    const phase = pod.status?.phase ?? 'Unknown';
+    const ready = pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+    if (phase !== 'Running') podProblems.push([`${ns}/${pod.metadata?.name ?? ''}`, phase]);
+    else if (!ready) podProblems.push([`${ns}/${pod.metadata?.name ?? ''}`, 'Running, not Ready']);
   }
+  podProblems.sort(byFirst);
+  for (const [name, why] of podProblems) notes.findings.push(`pod ${name}: ${why}`);
+  return `${pods - podProblems.length} of ${pods} critical pods Ready${details(podProblems)}`;
+}
 
-  if (scope === 'pre') {
-    const blocking: string[] = [];
-    for (const pdb of state.pdbs) {
-      if ((pdb.status?.disruptionsAllowed ?? 0) !== 0 || !pdb.spec?.selector) continue;
-      const ns = pdb.metadata?.namespace ?? '';
-      const covered = state.pods.filter(
-        (p) =>
-          p.metadata?.namespace === ns &&
-          checked.has(p.spec?.nodeName ?? '') &&
-          p.status?.phase !== 'Succeeded' &&
-          p.status?.phase !== 'Failed' &&
-          pdbSelectorMatches(pdb.spec?.selector, p.metadata?.labels ?? {}),
-      ).length;
-      if (covered === 0) continue;
-      const name = `${ns}/${pdb.metadata?.name ?? ''}`;
-      blocking.push(name);
-      const line = `PodDisruptionBudget ${name} allows no disruptions (covers ${covered} ${covered === 1 ? 'pod' : 'pods'})`;
-      (input.blockingPdbPolicy === 'fail' ? findings : warnings).push(line);
-    }
-    blocking.sort();
-    if (blocking.length > 0) {
-      const verb = blocking.length === 1 ? 'PodDisruptionBudget blocks' : 'PodDisruptionBudgets block';
-      parts.push(`${blocking.length} ${verb} drains (${capList(blocking)})`);
-    }
+/** The PodDisruptionBudgets that would block a drain of the `checked` nodes: their summary, or undefined for none. */
+function checkBlockingPdbs(
+  policy: HealthCriteria['blockingPdbPolicy'],
+  state: ClusterState,
+  checked: Set<string>,
+  notes: Notes,
+): string | undefined {
+  const blocking: string[] = [];
+  for (const pdb of state.pdbs) {
+    if ((pdb.status?.disruptionsAllowed ?? 0) !== 0 || !pdb.spec?.selector) continue;
+    const ns = pdb.metadata?.namespace ?? '';
+    const covered = state.pods.filter(
+      (p) =>
+        p.metadata?.namespace === ns &&
+        checked.has(p.spec?.nodeName ?? '') &&
+        p.status?.phase !== 'Succeeded' &&
+        p.status?.phase !== 'Failed' &&
+        pdbSelectorMatches(pdb.spec?.selector, p.metadata?.labels ?? {}),
+    ).length;
+    if (covered === 0) continue;
+    const name = `${ns}/${pdb.metadata?.name ?? ''}`;
+    blocking.push(name);
+    const line = `PodDisruptionBudget ${name} allows no disruptions (covers ${covered} ${covered === 1 ? 'pod' : 'pods'})`;
+    (policy === 'fail' ? notes.findings : notes.warnings).push(line);
   }
-
-  findings.sort();
-  warnings.sort();
-  return { healthy: findings.length === 0, summary: parts.join('; '), findings, warnings };
+  blocking.sort();
+  if (blocking.length === 0) return undefined;
+  const verb = blocking.length === 1 ? 'PodDisruptionBudget blocks' : 'PodDisruptionBudgets block';
+  return `${blocking.length} ${verb} drains (${capList(blocking)})`;
 }
 
 function displayVersion(v: string): string {

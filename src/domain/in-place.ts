@@ -38,6 +38,7 @@ import {
   setOrDelete,
   setOwn,
   type JsonObject,
+  type Lookup,
 } from './json-pointer.ts';
 import { compareVersions, tryParseVersion, UNORDERED } from './versions.ts';
 
@@ -152,6 +153,40 @@ interface ObjectDiff {
   readonly declined: Declined[];
 }
 
+/** The refused version change at `versionTokens` (none, or one guard keeping the current version). */
+function versionGuards(working: JsonObject, target: JsonObject, versionTokens: readonly string[] | undefined): Guard[] {
+  if (versionTokens === undefined) return [];
+  const cur = lookup(working, versionTokens);
+  const des = lookup(target, versionTokens);
+  const reason = versionChangeRefusal(
+    cur.kind === 'found' ? cur.value : undefined,
+    des.kind === 'found' ? des.value : undefined,
+  );
+  return reason === undefined ? [] : [{ tokens: versionTokens, reason }];
+}
+
+/** The op that turns the value at `tokens` (`cur`, looked up in the working copy) into `desiredValue`, or undefined when equal. */
+function patchOp(
+  tokens: readonly string[],
+  cur: Exclude<Lookup, { kind: 'blocked' }>,
+  desiredValue: unknown,
+): JsonPatchOp | undefined {
+  const path = formatPointer(tokens);
+  if (cur.kind === 'found') {
+    if (desiredValue === undefined) return { op: 'remove', path };
+    return jsonEqual(cur.value, desiredValue) ? undefined : { op: 'replace', path, value: cloneJson(desiredValue) };
+  }
+  if (desiredValue === undefined) return undefined;
+  // Add at the first missing ancestor, wrapping the value in the objects that are missing.
+  let value: unknown = cloneJson(desiredValue);
+  for (let i = tokens.length - 1; i > cur.depth; i--) {
+    const wrapper: JsonObject = {};
+    setOwn(wrapper, tokens[i] ?? '', value);
+    value = wrapper;
+  }
+  return { op: 'add', path: formatPointer(tokens.slice(0, cur.depth + 1)), value };
+}
+
 function diffObject(
   field: string,
   defaultKind: string | undefined,
@@ -170,16 +205,7 @@ function diffObject(
 
   const working = cloneJson(current) as JsonObject;
   const target = cloneJson(desired) as JsonObject;
-  const guards: Guard[] = [];
-  if (versionTokens !== undefined) {
-    const cur = lookup(working, versionTokens);
-    const des = lookup(target, versionTokens);
-    const reason = versionChangeRefusal(
-      cur.kind === 'found' ? cur.value : undefined,
-      des.kind === 'found' ? des.value : undefined,
-    );
-    if (reason !== undefined) guards.push({ tokens: versionTokens, reason });
-  }
+  const guards = versionGuards(working, target, versionTokens);
   const decline = (tokens: readonly string[], reason: string) => {
     const path = formatPointer(tokens);
     if (!declined.some((d) => d.path === path && d.reason === reason)) declined.push({ object: field, path, reason });
@@ -213,21 +239,7 @@ function diffObject(
     }
     if (refused) continue;
 
-    const path = formatPointer(tokens);
-    let op: JsonPatchOp | undefined;
-    if (cur.kind === 'found') {
-      if (desiredValue === undefined) op = { op: 'remove', path };
-      else if (!jsonEqual(cur.value, desiredValue)) op = { op: 'replace', path, value: cloneJson(desiredValue) };
-    } else if (desiredValue !== undefined) {
-      // Add at the first missing ancestor, wrapping the value in the objects that are missing.
-      let value: unknown = cloneJson(desiredValue);
-      for (let i = tokens.length - 1; i > cur.depth; i--) {
-        const wrapper: JsonObject = {};
-        setOwn(wrapper, tokens[i] ?? '', value);
-        value = wrapper;
-      }
-      op = { op: 'add', path: formatPointer(tokens.slice(0, cur.depth + 1)), value };
-    }
+    const op = patchOp(tokens, cur, desiredValue);
     if (op === undefined) continue;
     ops.push(op);
     const opTokens = parsePointer(op.path) ?? [];
