@@ -79,6 +79,30 @@ function valueProblem(key: string, value: string): string | undefined {
   return `label value ${JSON.stringify(value)} of ${key}: at most 63 characters, alphanumeric at both ends, with - _ . inside`;
 }
 
+/** A syntax error, thrown from inside the parser and returned by {@link parseLabelSelector}. */
+class SelectorSyntaxError extends Error {}
+
+/** The tokens of one selector, read front to back. */
+class TokenReader {
+  private pos = 0;
+  private readonly tokens: readonly Token[];
+  constructor(tokens: readonly Token[]) {
+    this.tokens = tokens;
+  }
+  peek(): Token {
+    return this.tokens[this.pos] ?? { kind: 'end' };
+  }
+  next(): Token {
+    return this.tokens[this.pos++] ?? { kind: 'end' };
+  }
+}
+
+const fail = (message: string): never => {
+  throw new SelectorSyntaxError(message);
+};
+
+const endsRequirement = (t: Token): boolean => t.kind === 'end' || (t.kind === 'op' && t.text === ',');
+
 /**
  * Parses a label selector. Blank text is `{ ok: true, requirements: [] }`, which
  * {@link selectorMatches} reads as "selects nothing". Messages are deterministic.
@@ -86,89 +110,105 @@ function valueProblem(key: string, value: string): string | undefined {
 export function parseLabelSelector(text: string): ParsedSelector {
   if (text.length > LABEL_SELECTOR_MAX_LENGTH)
     return { ok: false, message: `longer than ${LABEL_SELECTOR_MAX_LENGTH} characters` };
-  const tokens = tokenize(text);
-  let pos = 0;
-  const peek = (): Token => tokens[pos] ?? { kind: 'end' };
-  const next = (): Token => tokens[pos++] ?? { kind: 'end' };
+  const reader = new TokenReader(tokenize(text));
   const requirements: LabelRequirement[] = [];
-  const fail = (message: string): ParsedSelector => ({ ok: false, message });
-
-  if (peek().kind === 'end') return { ok: true, requirements };
-  for (;;) {
-    let t = next();
-    let negated = false;
-    if (t.kind === 'op' && t.text === '!') {
-      negated = true;
-      t = next();
+  if (reader.peek().kind === 'end') return { ok: true, requirements };
+  try {
+    for (;;) {
+      const requirement = parseRequirement(reader);
+      requirements.push(requirement);
+      const { key } = requirement;
+      const sep = reader.next();
+      if (sep.kind === 'end') return { ok: true, requirements };
+      if (!(sep.kind === 'op' && sep.text === ','))
+        fail(`expected "," or the end after the requirement on ${key}, found ${show(sep)}`);
+      if (reader.peek().kind === 'end') fail('expected a requirement after ","');
     }
-    if (t.kind !== 'id') return fail(`expected a label key, found ${show(t)}`);
-    const key = t.text;
-    const bad = keyProblem(key);
-    if (bad) return fail(bad);
-    const after = peek();
-    let operator: SelectorOperator;
-    let values: string[] = [];
-    if (negated || after.kind === 'end' || (after.kind === 'op' && after.text === ',')) {
-      if (negated && !(after.kind === 'end' || (after.kind === 'op' && after.text === ',')))
-        return fail(`expected "," or the end after !${key}, found ${show(after)}`);
-      operator = negated ? '!' : 'exists';
-    } else {
-      const op = next();
-      if (op.kind === 'id' && (op.text === 'in' || op.text === 'notin')) {
-        operator = op.text;
-        const open = next();
-        if (!(open.kind === 'op' && open.text === '('))
-          return fail(`expected "(" after ${key} ${operator}, found ${show(open)}`);
-        // A value list: identifiers and commas up to ")"; empty entries are the empty value.
-        const set = new Set<string>();
-        let expectValue = true;
-        for (;;) {
-          const v = next();
-          if (v.kind === 'op' && v.text === ')') {
-            if (expectValue) set.add('');
-            break;
-          }
-          if (v.kind === 'op' && v.text === ',') {
-            if (expectValue) set.add('');
-            expectValue = true;
-            continue;
-          }
-          if (v.kind === 'id' && expectValue) {
-            set.add(v.text);
-            expectValue = false;
-            continue;
-          }
-          return fail(`expected a value, "," or ")" in the values of ${key}, found ${show(v)}`);
-        }
-        values = [...set].sort();
-      } else if (op.kind === 'op' && ['=', '==', '!=', '>', '<'].includes(op.text)) {
-        operator = op.text as '=' | '==' | '!=' | '>' | '<';
-        const v = peek();
-        if (v.kind === 'id') {
-          next();
-          values = [v.text];
-        } else if (v.kind === 'end' || (v.kind === 'op' && v.text === ',')) {
-          values = [''];
-        } else {
-          return fail(`expected a value after ${key}${operator}, found ${show(v)}`);
-        }
-        if ((operator === '>' || operator === '<') && !INTEGER.test(values[0] ?? ''))
-          return fail(`${key}${operator}${values[0] ?? ''}: the value must be an integer`);
-      } else {
-        return fail(`expected an operator (=, ==, !=, in, notin, >, <) after ${key}, found ${show(op)}`);
-      }
-    }
-    for (const v of values) {
-      const problem = valueProblem(key, v);
-      if (problem) return fail(problem);
-    }
-    requirements.push({ key, operator, values });
-    const sep = next();
-    if (sep.kind === 'end') return { ok: true, requirements };
-    if (!(sep.kind === 'op' && sep.text === ','))
-      return fail(`expected "," or the end after the requirement on ${key}, found ${show(sep)}`);
-    if (peek().kind === 'end') return fail('expected a requirement after ","');
+  } catch (err) {
+    if (err instanceof SelectorSyntaxError) return { ok: false, message: err.message };
+    throw err;
   }
+}
+
+/** One requirement: `[!]key`, `key op value` or `key in|notin (values)`. */
+function parseRequirement(reader: TokenReader): LabelRequirement {
+  let t = reader.next();
+  let negated = false;
+  if (t.kind === 'op' && t.text === '!') {
+    negated = true;
+    t = reader.next();
+  }
+  if (t.kind !== 'id') return fail(`expected a label key, found ${show(t)}`);
+  const key = t.text;
+  const bad = keyProblem(key);
+  if (bad) fail(bad);
+  const after = reader.peek();
+  let operator: SelectorOperator;
+  let values: string[] = [];
+  if (negated || endsRequirement(after)) {
+    if (negated && !endsRequirement(after)) fail(`expected "," or the end after !${key}, found ${show(after)}`);
+    operator = negated ? '!' : 'exists';
+  } else {
+    const op = reader.next();
+    if (op.kind === 'id' && (op.text === 'in' || op.text === 'notin')) {
+      operator = op.text;
+      values = parseValueList(reader, key, operator);
+    } else if (op.kind === 'op' && ['=', '==', '!=', '>', '<'].includes(op.text)) {
+      operator = op.text as '=' | '==' | '!=' | '>' | '<';
+      values = [parseComparedValue(reader, key, operator)];
+    } else {
+      return fail(`expected an operator (=, ==, !=, in, notin, >, <) after ${key}, found ${show(op)}`);
+    }
+  }
+  for (const v of values) {
+    const problem = valueProblem(key, v);
+    if (problem) fail(problem);
+  }
+  return { key, operator, values };
+}
+
+/** `(v1, v2, …)` after `in` or `notin`: identifiers and commas up to ")"; empty entries are the empty value. */
+function parseValueList(reader: TokenReader, key: string, operator: 'in' | 'notin'): string[] {
+  const open = reader.next();
+  if (!(open.kind === 'op' && open.text === '(')) fail(`expected "(" after ${key} ${operator}, found ${show(open)}`);
+  const set = new Set<string>();
+  let expectValue = true;
+  for (;;) {
+    const v = reader.next();
+    if (v.kind === 'op' && v.text === ')') {
+      if (expectValue) set.add('');
+      break;
+    }
+    if (v.kind === 'op' && v.text === ',') {
+      if (expectValue) set.add('');
+      expectValue = true;
+      continue;
+    }
+    if (v.kind === 'id' && expectValue) {
+      set.add(v.text);
+      expectValue = false;
+      continue;
+    }
+    fail(`expected a value, "," or ")" in the values of ${key}, found ${show(v)}`);
+  }
+  return [...set].sort();
+}
+
+/** The value after `=`, `==`, `!=`, `>` or `<` (empty when none follows); `>` and `<` need an integer. */
+function parseComparedValue(reader: TokenReader, key: string, operator: '=' | '==' | '!=' | '>' | '<'): string {
+  const v = reader.peek();
+  let value: string;
+  if (v.kind === 'id') {
+    reader.next();
+    value = v.text;
+  } else if (endsRequirement(v)) {
+    value = '';
+  } else {
+    return fail(`expected a value after ${key}${operator}, found ${show(v)}`);
+  }
+  if ((operator === '>' || operator === '<') && !INTEGER.test(value))
+    fail(`${key}${operator}${value}: the value must be an integer`);
+  return value;
 }
 
 function requirementMatches(r: LabelRequirement, labels: Readonly<Record<string, string>>): boolean {

@@ -188,6 +188,59 @@ function validateControlPlane(inputs: ParsedInputs, plan: readonly string[]): st
   return undefined;
 }
 
+/**
+ * Item `i` of the workers plan, `entry`, as the next step from `current`: a greater version within
+ * the skew (versions whose build tags cannot be ordered go by their `order` in the control plane plan).
+ */
+function workersStep(
+  i: number,
+  entry: string,
+  current: KubeVersion,
+  order: ReadonlyMap<string, number>,
+): { error: string } | { version: KubeVersion } {
+  const parsed = tryParseVersion(entry);
+  if (!parsed.ok) {
+    return {
+      error: `invalid workers upgrade plan, item ${i}; failed to parse version ${entry}: ${parsed.error.reason}`,
+    };
+  }
+  const target = parsed.version;
+  const cmp = compareVersions(target, current);
+  if (cmp === -1 || cmp === 0) {
+    return {
+      error: `invalid workers upgrade plan, item ${i}; version ${entry} must be greater than ${current.canonical}`,
+    };
+  }
+  if (cmp === UNORDERED) {
+    const targetOrder = order.get(entry);
+    if (targetOrder === undefined) {
+      return {
+        error: `invalid workers upgrade plan, item ${i}; failed to determine the order of version ${entry} from the control plane upgrade plan`,
+      };
+    }
+    const currentOrder = order.get(current.canonical);
+    if (currentOrder === undefined) {
+      return {
+        error: `invalid workers upgrade plan, item ${i}; failed to determine the order of version ${current.canonical} from the control plane upgrade plan`,
+      };
+    }
+    if (targetOrder < currentOrder) {
+      return {
+        error: `invalid workers upgrade plan, item ${i}; version ${entry} comes before ${current.canonical} in the control plane upgrade plan`,
+      };
+    }
+  }
+  // Cluster API computes this difference with unsigned integers: a lower minor (only possible
+  // with a higher major) wraps around and is rejected as well.
+  const step = target.minor - current.minor;
+  if (step > SKEW || step < 0n) {
+    return {
+      error: `invalid workers upgrade plan, item ${i}; workers cannot go from minor ${current.minor} (${current.canonical}) to minor ${target.minor} (${entry}), an intermediate step is required to comply with Kubernetes version skew rules`,
+    };
+  }
+  return { version: target };
+}
+
 function validateWorkers(
   inputs: ParsedInputs,
   controlPlanePlan: readonly string[],
@@ -229,47 +282,9 @@ function validateWorkers(
 
   let current: KubeVersion = workers;
   for (const [i, entry] of plan.entries()) {
-    const parsed = tryParseVersion(entry);
-    if (!parsed.ok) {
-      return {
-        error: `invalid workers upgrade plan, item ${i}; failed to parse version ${entry}: ${parsed.error.reason}`,
-      };
-    }
-    const target = parsed.version;
-    const cmp = compareVersions(target, current);
-    if (cmp === -1 || cmp === 0) {
-      return {
-        error: `invalid workers upgrade plan, item ${i}; version ${entry} must be greater than ${current.canonical}`,
-      };
-    }
-    if (cmp === UNORDERED) {
-      const targetOrder = order.get(entry);
-      if (targetOrder === undefined) {
-        return {
-          error: `invalid workers upgrade plan, item ${i}; failed to determine the order of version ${entry} from the control plane upgrade plan`,
-        };
-      }
-      const currentOrder = order.get(current.canonical);
-      if (currentOrder === undefined) {
-        return {
-          error: `invalid workers upgrade plan, item ${i}; failed to determine the order of version ${current.canonical} from the control plane upgrade plan`,
-        };
-      }
-      if (targetOrder < currentOrder) {
-        return {
-          error: `invalid workers upgrade plan, item ${i}; version ${entry} comes before ${current.canonical} in the control plane upgrade plan`,
-        };
-      }
-    }
-    // Cluster API computes this difference with unsigned integers: a lower minor (only possible
-    // with a higher major) wraps around and is rejected as well.
-    const step = target.minor - current.minor;
-    if (step > SKEW || step < 0n) {
-      return {
-        error: `invalid workers upgrade plan, item ${i}; workers cannot go from minor ${current.minor} (${current.canonical}) to minor ${target.minor} (${entry}), an intermediate step is required to comply with Kubernetes version skew rules`,
-      };
-    }
-    current = target;
+    const step = workersStep(i, entry, current, order);
+    if ('error' in step) return step;
+    current = step.version;
   }
   if (compareVersions(current, to) !== 0) {
     return {

@@ -39,7 +39,8 @@
  */
 import { catalogEntriesBetween, defaultCatalog } from './version-catalog.ts';
 import type { VersionCatalog } from './version-catalog.ts';
-import { MAX_WORKER_MINOR_SKEW, validateUpgradePlan } from './upgrade-plan-validator.ts';
+import { validateUpgradePlan } from './upgrade-plan-validator.ts';
+import { planWorkers } from './upgrade-plan-workers.ts';
 import { VersionError, compareVersions, sortVersions, tryParseVersion, versionForMessage } from './versions.ts';
 import type { KubeVersion } from './versions.ts';
 
@@ -152,11 +153,17 @@ function parseAll(list: readonly string[]): KubeVersion[] {
   return out;
 }
 
-/** A workers step: the string to put in the plan and its parsed form. */
-interface Step {
-  readonly text: string;
-  readonly version: KubeVersion;
+/** A request that cannot be planned: thrown inside {@link plan}, returned as `{ ok: false }`. */
+class PlanRefusal extends Error {}
+
+function refuse(message: string): never {
+  throw new PlanRefusal(message);
 }
+
+const above = (v: KubeVersion, than: KubeVersion): boolean => {
+  const c = compareVersions(v, than);
+  return c === 1 || c === 2;
+};
 
 /** Generates the upgrade plan for a GenerateUpgradePlan request. Never throws for bad versions. */
 export function generateUpgradePlan(request: PlanRequest, policy: PlanPolicy = defaultPlanPolicy()): PlanResult {
@@ -177,14 +184,61 @@ function plan(request: PlanRequest, policy: PlanPolicy): PlanResult {
   const hasWorkers = request.fromWorkers !== undefined && request.fromWorkers !== '';
   const shown = versionForMessage;
   const what = `cannot plan an upgrade from ${shown(request.fromControlPlane)}${hasWorkers ? ` (workers ${shown(request.fromWorkers ?? '')})` : ''} to ${shown(request.to)}`;
+  try {
+    const { to, cp, workers } = plannedVersions(request, hasWorkers, what);
+    const workersToUpgrade = workers !== undefined && compareVersions(workers, to) !== 0 ? workers : undefined;
+    const explicit =
+      typeof policy.workers !== 'string' && workersToUpgrade !== undefined
+        ? explicitWorkers(policy.workers, to, workersToUpgrade, what)
+        : [];
+    // Explicit versions the control plane still has to reach (and not the target): pinned into its plan.
+    const pins = explicit.filter((v) => above(v, cp) && compareVersions(v, to) === -1);
+    const controlPlaneSteps = compareVersions(cp, to) !== 0 ? planControlPlane(cp, to, pins, policy, what) : [];
+    const controlPlaneUpgrades = controlPlaneSteps.map((v) => v.canonical);
 
+    let workersUpgrades: string[] = [];
+    if (workersToUpgrade !== undefined && policy.workers !== 'minimal') {
+      workersUpgrades =
+        planWorkers({
+          fromControlPlane: request.fromControlPlane,
+          controlPlane: cp,
+          controlPlaneSteps,
+          workers: workersToUpgrade,
+          to,
+          strategy: policy.workers === 'every-minor' ? 'every-minor' : explicit,
+        }) ?? refuse(`${what}: no version available for the workers at ${request.fromWorkers}`);
+    }
+
+    const errors = validateUpgradePlan({
+      fromControlPlane: request.fromControlPlane,
+      fromWorkers: request.fromWorkers,
+      to: request.to,
+      controlPlaneUpgrades,
+      workersUpgrades,
+    });
+    if (errors.length > 0) {
+      return fail(`${what}: ${errors.join('; ')}`);
+    }
+    return { ok: true, plan: { controlPlaneUpgrades, workersUpgrades } };
+  } catch (err) {
+    if (err instanceof PlanRefusal) return fail(err.message);
+    throw err;
+  }
+}
+
+/** The request's versions, parsed, refused when the upgrade changes the major, goes down or is too long. */
+function plannedVersions(
+  request: PlanRequest,
+  hasWorkers: boolean,
+  what: string,
+): { to: KubeVersion; cp: KubeVersion; workers: KubeVersion | undefined } {
   const toParsed = tryParseVersion(request.to);
   if (!toParsed.ok) {
-    return fail(`${what}: target: ${toParsed.error.message}`);
+    refuse(`${what}: target: ${toParsed.error.message}`);
   }
   const cpParsed = tryParseVersion(request.fromControlPlane);
   if (!cpParsed.ok) {
-    return fail(`${what}: control plane: ${cpParsed.error.message}`);
+    refuse(`${what}: control plane: ${cpParsed.error.message}`);
   }
   const to = toParsed.version;
   const cp = cpParsed.version;
@@ -192,188 +246,89 @@ function plan(request: PlanRequest, policy: PlanPolicy): PlanResult {
   if (hasWorkers) {
     const w = tryParseVersion(request.fromWorkers ?? '');
     if (!w.ok) {
-      return fail(`${what}: workers: ${w.error.message}`);
+      refuse(`${what}: workers: ${w.error.message}`);
     }
     workers = w.version;
   }
 
   if (cp.major !== to.major) {
-    return fail(`${what}: changing the major version is not supported`);
+    refuse(`${what}: changing the major version is not supported`);
   }
   if (compareVersions(to, cp) === -1) {
-    return fail(`${what}: downgrading the control plane is not supported`);
+    refuse(`${what}: downgrading the control plane is not supported`);
   }
-  // The cap comes before anything is enumerated: every loop below is bounded by it.
+  // The cap comes before anything is enumerated: every loop of the plan is bounded by it.
   const span = to.minor - cp.minor;
   if (span > BigInt(MAX_PLAN_MINORS)) {
-    return fail(planTooLongMessage(request.fromControlPlane, request.to, span));
+    refuse(planTooLongMessage(request.fromControlPlane, request.to, span));
   }
   if (workers !== undefined) {
     if (workers.major !== to.major) {
-      return fail(`${what}: changing the major version of the workers is not supported`);
+      refuse(`${what}: changing the major version of the workers is not supported`);
     }
     if (compareVersions(to, workers) === -1) {
-      return fail(`${what}: the target is below the workers version ${request.fromWorkers}`);
+      refuse(`${what}: the target is below the workers version ${request.fromWorkers}`);
     }
   }
-  const workersToUpgrade = workers !== undefined && compareVersions(workers, to) !== 0 ? workers : undefined;
-
-  // Explicit workers versions: parse, order, and keep those still ahead of the workers.
-  let explicit: KubeVersion[] = [];
-  if (typeof policy.workers !== 'string' && workersToUpgrade !== undefined) {
-    const bad = policy.workers.filter((e) => !tryParseVersion(e).ok).map((e) => JSON.stringify(e));
-    if (bad.length > 0) {
-      return fail(`${what}: invalid workers versions ${bad.join(', ')}`);
-    }
-    const parsed = sortVersions(dedupeByCanonical(parseAll(policy.workers)));
-    const beyond = parsed.filter((v) => {
-      const c = compareVersions(v, to);
-      return c === 1 || c === 2;
-    });
-    if (beyond.length > 0) {
-      return fail(
-        `${what}: workers versions ${beyond.map((v) => v.canonical).join(', ')} ${beyond.length === 1 ? 'is' : 'are'} not below the target`,
-      );
-    }
-    explicit = parsed.filter((v) => {
-      const c = compareVersions(v, workersToUpgrade);
-      return c === 1 || c === 2;
-    });
-  }
-  // Explicit versions the control plane still has to reach (and not the target): pinned into its plan.
-  const pins = explicit.filter((v) => {
-    const c = compareVersions(v, cp);
-    return (c === 1 || c === 2) && compareVersions(v, to) === -1;
-  });
-
-  // Control plane plan.
-  const controlPlaneSteps: KubeVersion[] = [];
-  if (compareVersions(cp, to) !== 0) {
-    const between = catalogEntriesBetween(policy.catalog, cp, to);
-    let chosen: KubeVersion[];
-    if (policy.controlPlane === 'every-patch') {
-      chosen = [...between, ...pins];
-    } else {
-      // `between` is ascending: the last entry seen for a minor is its newest.
-      const newest = new Map<bigint, KubeVersion>();
-      for (const v of between) {
-        newest.set(v.minor, v);
-      }
-      const pinned = new Set(pins.map((p) => p.minor));
-      chosen = [...pins];
-      for (let minor = cp.minor + 1n; minor < to.minor; minor++) {
-        const step = pinned.has(minor) ? undefined : newest.get(minor);
-        if (step !== undefined) {
-          chosen.push(step);
-        }
-      }
-    }
-    const steps = sortVersions(dedupeByCanonical(chosen));
-    const covered = new Set(steps.map((v) => v.minor));
-    for (let minor = cp.minor + 1n; minor < to.minor; minor++) {
-      if (!covered.has(minor)) {
-        return fail(
-          `${what}: no Kubernetes version known for minor v${to.major}.${minor} (${policy.catalog.source} catalog); every minor must be a step`,
-        );
-      }
-    }
-    controlPlaneSteps.push(...steps, to);
-  }
-  const controlPlaneUpgrades = controlPlaneSteps.map((v) => v.canonical);
-
-  // Workers plan.
-  let workersUpgrades: string[] = [];
-  if (workersToUpgrade !== undefined && policy.workers !== 'minimal') {
-    // Steps workers may use: the current control plane version (if ahead of the workers) and the
-    // control plane plan, ascending.
-    const available: Step[] = [];
-    const aheadOfWorkers = (v: KubeVersion): boolean => {
-      const c = compareVersions(v, workersToUpgrade);
-      return c === 1 || c === 2;
-    };
-    if (aheadOfWorkers(cp)) {
-      available.push({ text: request.fromControlPlane, version: cp });
-    }
-    for (const v of controlPlaneSteps) {
-      if (aheadOfWorkers(v)) {
-        available.push({ text: v.canonical, version: v });
-      }
-    }
-    const last = available[available.length - 1];
-    if (last === undefined) {
-      return fail(`${what}: no version available for the workers at ${request.fromWorkers}`);
-    }
-
-    const steps: Step[] = [];
-    if (policy.workers === 'every-minor') {
-      // The last available step of every minor above the workers' one (walks the steps, not the minors).
-      for (const [i, step] of available.entries()) {
-        const next = available[i + 1];
-        if (
-          step.version.minor > workersToUpgrade.minor &&
-          (next === undefined || next.version.minor !== step.version.minor)
-        ) {
-          steps.push(step);
-        }
-      }
-    } else {
-      const byCanonical = new Map<string, Step>();
-      for (const s of available) {
-        if (!byCanonical.has(s.version.canonical)) {
-          byCanonical.set(s.version.canonical, s);
-        }
-      }
-      for (const v of explicit) {
-        const step = byCanonical.get(v.canonical);
-        if (step !== undefined) {
-          steps.push(step);
-        }
-      }
-    }
-    const end = steps[steps.length - 1];
-    if (end === undefined || compareVersions(end.version, to) !== 0) {
-      steps.push(last);
-    }
-    workersUpgrades = bridgeSkew(workersToUpgrade, steps, available).map((s) => s.text);
-  }
-
-  const errors = validateUpgradePlan({
-    fromControlPlane: request.fromControlPlane,
-    fromWorkers: request.fromWorkers,
-    to: request.to,
-    controlPlaneUpgrades,
-    workersUpgrades,
-  });
-  if (errors.length > 0) {
-    return fail(`${what}: ${errors.join('; ')}`);
-  }
-  return { ok: true, plan: { controlPlaneUpgrades, workersUpgrades } };
+  return { to, cp, workers };
 }
 
-const SKEW = BigInt(MAX_WORKER_MINOR_SKEW);
-
-/**
- * Inserts a step wherever workers would move more than MAX_WORKER_MINOR_SKEW minors: the last
- * available step of the minor three above the current one. Leaves a gap it cannot bridge (the
- * validation then reports it). Each pass of the inner loop consumes a later available step or
- * stops, so the work is bounded by the number of steps, not by the distance between minors.
- */
-function bridgeSkew(from: KubeVersion, steps: readonly Step[], available: readonly Step[]): Step[] {
-  const out: Step[] = [];
-  let current = from;
-  for (const step of steps) {
-    while (step.version.minor - current.minor > SKEW) {
-      const minor = current.minor + SKEW;
-      const ofMinor = available.filter((s) => s.version.minor === minor && compareVersions(s.version, current) === 1);
-      const bridge = ofMinor[ofMinor.length - 1];
-      if (bridge === undefined) {
-        break;
-      }
-      out.push(bridge);
-      current = bridge.version;
-    }
-    out.push(step);
-    current = step.version;
+/** Explicit workers versions: parsed, ordered, and only those still ahead of the workers. */
+function explicitWorkers(
+  listed: readonly string[],
+  to: KubeVersion,
+  workers: KubeVersion,
+  what: string,
+): KubeVersion[] {
+  const bad = listed.filter((e) => !tryParseVersion(e).ok).map((e) => JSON.stringify(e));
+  if (bad.length > 0) {
+    refuse(`${what}: invalid workers versions ${bad.join(', ')}`);
   }
-  return out;
+  const parsed = sortVersions(dedupeByCanonical(parseAll(listed)));
+  const beyond = parsed.filter((v) => above(v, to));
+  if (beyond.length > 0) {
+    refuse(
+      `${what}: workers versions ${beyond.map((v) => v.canonical).join(', ')} ${beyond.length === 1 ? 'is' : 'are'} not below the target`,
+    );
+  }
+  return parsed.filter((v) => above(v, workers));
+}
+
+/** The control plane's steps from `cp` (exclusive) to `to` (inclusive), refused when a minor has no version. */
+function planControlPlane(
+  cp: KubeVersion,
+  to: KubeVersion,
+  pins: readonly KubeVersion[],
+  policy: PlanPolicy,
+  what: string,
+): KubeVersion[] {
+  const between = catalogEntriesBetween(policy.catalog, cp, to);
+  let chosen: KubeVersion[];
+  if (policy.controlPlane === 'every-patch') {
+    chosen = [...between, ...pins];
+  } else {
+    // `between` is ascending: the last entry seen for a minor is its newest.
+    const newest = new Map<bigint, KubeVersion>();
+    for (const v of between) {
+      newest.set(v.minor, v);
+    }
+    const pinned = new Set(pins.map((p) => p.minor));
+    chosen = [...pins];
+    for (let minor = cp.minor + 1n; minor < to.minor; minor++) {
+      const step = pinned.has(minor) ? undefined : newest.get(minor);
+      if (step !== undefined) {
+        chosen.push(step);
+      }
+    }
+  }
+  const steps = sortVersions(dedupeByCanonical(chosen));
+  const covered = new Set(steps.map((v) => v.minor));
+  for (let minor = cp.minor + 1n; minor < to.minor; minor++) {
+    if (!covered.has(minor)) {
+      refuse(
+        `${what}: no Kubernetes version known for minor v${to.major}.${minor} (${policy.catalog.source} catalog); every minor must be a step`,
+      );
+    }
+  }
+  return [...steps, to];
 }

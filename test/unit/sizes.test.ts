@@ -33,10 +33,6 @@ const KNOWN: Readonly<Record<string, number>> = {
   'src/api/machine-updates.ts:createInPlaceHandlers': 180,
   'src/api/machine-updates.ts:createInPlaceHandlers/updateMachine': 136,
   'src/cli/capi-upgrades.ts:main': 167,
-  'src/domain/label-selector.ts:parseLabelSelector': 87,
-  'src/domain/upgrade-plan-validator.ts:validateWorkers': 90,
-  'src/domain/upgrade-plan.ts:plan': 176,
-  'src/domain/upgrade-policy.ts:resolveUpgradePolicy': 117,
   'src/local/dev.ts:dev': 152,
 };
 
