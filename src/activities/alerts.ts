@@ -29,127 +29,138 @@ export const ALERT_FILTER_DEADLINE_MS = 2_000;
 const MAX_ALERTS_READ = 10_000;
 const MAX_TOKEN_BYTES = 16 << 10;
 
+type Core = () => CoreV1Api;
+
 export function createAlertActivities(management: KubeConfig): AlertActivities {
-  const core = () => apiClient(management, CoreV1Api);
-
-  /** A key of a Secret or ConfigMap; a missing one is a stable, non-retryable failure naming it (not its value). */
-  async function readKey(ref: ObjectKeyRef, clusterNamespace: string, what: string): Promise<string> {
-    const namespace = ref.namespace ?? clusterNamespace;
-    const where = `${ref.kind} ${namespace}/${ref.name}`;
-    let data: Record<string, string> | undefined;
-    try {
-      if (ref.kind === 'Secret') {
-        const secret = await core().readNamespacedSecret({ name: ref.name, namespace });
-        const raw = secret.data?.[ref.key];
-        data = raw === undefined ? undefined : { [ref.key]: Buffer.from(raw, 'base64').toString('utf8') };
-      } else data = (await core().readNamespacedConfigMap({ name: ref.name, namespace })).data;
-    } catch (err) {
-      if (isNotFound(err)) throw ApplicationFailure.nonRetryable(`${what}: ${where} not found`, 'AlertConfigMissing');
-      throw err;
-    }
-    const value = data?.[ref.key];
-    if (value === undefined || value.trim() === '')
-      throw ApplicationFailure.nonRetryable(`${what}: ${where} has no key ${ref.key}`, 'AlertConfigMissing');
-    return value;
-  }
-
-  async function httpOptions(policy: AlertPolicy, clusterNamespace: string): Promise<AlertHttpOptions> {
-    const opts: AlertHttpOptions = { timeoutMs: ALERT_REQUEST_TIMEOUT_MS, maxBytes: MAX_ALERT_RESPONSE_BYTES };
-    if (policy.tokenSecret) {
-      const token = (await readKey(policy.tokenSecret, clusterNamespace, 'alertTokenSecret')).trim();
-      if (token.length > MAX_TOKEN_BYTES || /[\r\n]/.test(token))
-        throw ApplicationFailure.nonRetryable(
-          'alertTokenSecret: the token is not one line of at most 16 KiB',
-          'AlertConfigInvalid',
-        );
-      opts.token = token;
-    }
-    if (policy.ca) opts.ca = await readKey(policy.ca, clusterNamespace, 'alertCa');
-    return opts;
-  }
-
-  async function listSilences(input: AlertSilenceInput, opts: AlertHttpOptions): Promise<AlertmanagerSilence[]> {
-    const base = alertmanagerUrl(input.policy);
-    const own = silenceMatchers(input.policy, input.cluster).at(-1);
-    const filter = own ? `?filter=${encodeURIComponent(`${own.name}=${JSON.stringify(own.value)}`)}` : '';
-    const res = await boundedRequest(`${base}/api/v2/silences${filter}`, { ...opts, method: 'GET' });
-    if (!res.ok) throw alertmanagerFailure(res.cause);
-    if (res.status !== 200) throw alertmanagerFailure(`HTTP ${res.status}`);
-    const parsed = parseJson(res.body);
-    if (!Array.isArray(parsed)) throw alertmanagerFailure('not an Alertmanager silences answer');
-    return parsed.filter(isSilence);
-  }
-
-  const ours = (input: AlertSilenceInput) => (s: AlertmanagerSilence) =>
-    s.createdBy === SILENCE_CREATED_BY && s.comment === input.comment && s.status?.state !== 'expired';
-
+  const core: Core = () => apiClient(management, CoreV1Api);
   return {
     async checkAlerts(input: AlertCheckInput): Promise<AlertReport> {
-      const { policy, cluster } = input;
-      if (!policy.prometheusUrl) return { reachable: true, firing: [], firingCount: 0 };
-      const opts = await httpOptions(policy, cluster.namespace);
-      const res = await boundedRequest(`${policy.prometheusUrl}/api/v1/alerts`, { ...opts, method: 'GET' });
-      if (!res.ok) return { reachable: false, cause: res.cause };
-      if (res.status !== 200) return { reachable: false, cause: `HTTP ${res.status}` };
-      const alerts = prometheusAlerts(parseJson(res.body));
-      if (!alerts) return { reachable: false, cause: 'the answer is not a Prometheus alerts answer' };
-      let held = candidateAlerts(alerts, policy, cluster);
-      if (policy.filter !== undefined && held.length > 0) {
-        const matched = await matchInWorker(policy.filter, held.map(alertText));
-        if (!matched)
-          return {
-            reachable: false,
-            cause: `alertFilter took longer than ${ALERT_FILTER_DEADLINE_MS / 1000}s on ${held.length} alerts`,
-          };
-        held = held.filter((_, i) => matched[i]);
-      }
-      return { reachable: true, ...holdingNames(held) };
+      return readAlerts(core, input);
     },
-
     async ensureSilence(input: AlertSilenceInput): Promise<{ id: string }> {
-      const opts = await httpOptions(input.policy, input.cluster.namespace);
-      // A retry after a create whose answer was lost finds the silence instead of adding one.
-      const found = (await listSilences(input, opts)).find(ours(input));
-      if (found) return { id: found.id };
-      const now = Date.now();
-      const body = JSON.stringify({
-        matchers: silenceMatchers(input.policy, input.cluster),
-        startsAt: new Date(now).toISOString(),
-        endsAt: new Date(now + input.policy.silenceDurationMs).toISOString(),
-        createdBy: SILENCE_CREATED_BY,
-        comment: input.comment,
-      });
-      const res = await boundedRequest(`${alertmanagerUrl(input.policy)}/api/v2/silences`, {
-        ...opts,
-        method: 'POST',
-        body,
-      });
-      if (!res.ok) throw alertmanagerFailure(res.cause);
-      if (res.status !== 200) throw alertmanagerFailure(`HTTP ${res.status}`);
-      const id = (parseJson(res.body) as { silenceID?: unknown } | undefined)?.silenceID;
-      if (typeof id !== 'string') throw alertmanagerFailure('not an Alertmanager silence answer');
-      return { id };
+      return ensureOwnSilence(core, input);
     },
-
     async expireSilences(input: AlertSilenceInput): Promise<{ expired: number }> {
-      const opts = await httpOptions(input.policy, input.cluster.namespace);
-      let expired = 0;
-      for (const s of (await listSilences(input, opts)).filter(ours(input))) {
-        const res = await boundedRequest(
-          `${alertmanagerUrl(input.policy)}/api/v2/silence/${encodeURIComponent(s.id)}`,
-          {
-            ...opts,
-            method: 'DELETE',
-          },
-        );
-        if (!res.ok) throw alertmanagerFailure(res.cause);
-        // 404: gone already (another try expired it).
-        if (res.status !== 200 && res.status !== 404) throw alertmanagerFailure(`HTTP ${res.status}`);
-        expired++;
-      }
-      return { expired };
+      return expireOwnSilences(core, input);
     },
   };
+}
+
+/** A key of a Secret or ConfigMap; a missing one is a stable, non-retryable failure naming it (not its value). */
+async function readKey(core: Core, ref: ObjectKeyRef, clusterNamespace: string, what: string): Promise<string> {
+  const namespace = ref.namespace ?? clusterNamespace;
+  const where = `${ref.kind} ${namespace}/${ref.name}`;
+  let data: Record<string, string> | undefined;
+  try {
+    if (ref.kind === 'Secret') {
+      const secret = await core().readNamespacedSecret({ name: ref.name, namespace });
+      const raw = secret.data?.[ref.key];
+      data = raw === undefined ? undefined : { [ref.key]: Buffer.from(raw, 'base64').toString('utf8') };
+    } else data = (await core().readNamespacedConfigMap({ name: ref.name, namespace })).data;
+  } catch (err) {
+    if (isNotFound(err)) throw ApplicationFailure.nonRetryable(`${what}: ${where} not found`, 'AlertConfigMissing');
+    throw err;
+  }
+  const value = data?.[ref.key];
+  if (value === undefined || value.trim() === '')
+    throw ApplicationFailure.nonRetryable(`${what}: ${where} has no key ${ref.key}`, 'AlertConfigMissing');
+  return value;
+}
+
+async function httpOptions(core: Core, policy: AlertPolicy, clusterNamespace: string): Promise<AlertHttpOptions> {
+  const opts: AlertHttpOptions = { timeoutMs: ALERT_REQUEST_TIMEOUT_MS, maxBytes: MAX_ALERT_RESPONSE_BYTES };
+  if (policy.tokenSecret) {
+    const token = (await readKey(core, policy.tokenSecret, clusterNamespace, 'alertTokenSecret')).trim();
+    if (token.length > MAX_TOKEN_BYTES || /[\r\n]/.test(token))
+      throw ApplicationFailure.nonRetryable(
+        'alertTokenSecret: the token is not one line of at most 16 KiB',
+        'AlertConfigInvalid',
+      );
+    opts.token = token;
+  }
+  if (policy.ca) opts.ca = await readKey(core, policy.ca, clusterNamespace, 'alertCa');
+  return opts;
+}
+
+/** checkAlerts: the alerts that hold the upgrade, or why Prometheus could not tell. */
+async function readAlerts(core: Core, input: AlertCheckInput): Promise<AlertReport> {
+  const { policy, cluster } = input;
+  if (!policy.prometheusUrl) return { reachable: true, firing: [], firingCount: 0 };
+  const opts = await httpOptions(core, policy, cluster.namespace);
+  const res = await boundedRequest(`${policy.prometheusUrl}/api/v1/alerts`, { ...opts, method: 'GET' });
+  if (!res.ok) return { reachable: false, cause: res.cause };
+  if (res.status !== 200) return { reachable: false, cause: `HTTP ${res.status}` };
+  const alerts = prometheusAlerts(parseJson(res.body));
+  if (!alerts) return { reachable: false, cause: 'the answer is not a Prometheus alerts answer' };
+  let held = candidateAlerts(alerts, policy, cluster);
+  if (policy.filter !== undefined && held.length > 0) {
+    const matched = await matchInWorker(policy.filter, held.map(alertText));
+    if (!matched)
+      return {
+        reachable: false,
+        cause: `alertFilter took longer than ${ALERT_FILTER_DEADLINE_MS / 1000}s on ${held.length} alerts`,
+      };
+    held = held.filter((_, i) => matched[i]);
+  }
+  return { reachable: true, ...holdingNames(held) };
+}
+
+async function listSilences(input: AlertSilenceInput, opts: AlertHttpOptions): Promise<AlertmanagerSilence[]> {
+  const base = alertmanagerUrl(input.policy);
+  const own = silenceMatchers(input.policy, input.cluster).at(-1);
+  const filter = own ? `?filter=${encodeURIComponent(`${own.name}=${JSON.stringify(own.value)}`)}` : '';
+  const res = await boundedRequest(`${base}/api/v2/silences${filter}`, { ...opts, method: 'GET' });
+  if (!res.ok) throw alertmanagerFailure(res.cause);
+  if (res.status !== 200) throw alertmanagerFailure(`HTTP ${res.status}`);
+  const parsed = parseJson(res.body);
+  if (!Array.isArray(parsed)) throw alertmanagerFailure('not an Alertmanager silences answer');
+  return parsed.filter(isSilence);
+}
+
+const ours = (input: AlertSilenceInput) => (s: AlertmanagerSilence) =>
+  s.createdBy === SILENCE_CREATED_BY && s.comment === input.comment && s.status?.state !== 'expired';
+
+/** ensureSilence: this step's silence, created unless a live one is there. */
+async function ensureOwnSilence(core: Core, input: AlertSilenceInput): Promise<{ id: string }> {
+  const opts = await httpOptions(core, input.policy, input.cluster.namespace);
+  // A retry after a create whose answer was lost finds the silence instead of adding one.
+  const found = (await listSilences(input, opts)).find(ours(input));
+  if (found) return { id: found.id };
+  const now = Date.now();
+  const body = JSON.stringify({
+    matchers: silenceMatchers(input.policy, input.cluster),
+    startsAt: new Date(now).toISOString(),
+    endsAt: new Date(now + input.policy.silenceDurationMs).toISOString(),
+    createdBy: SILENCE_CREATED_BY,
+    comment: input.comment,
+  });
+  const res = await boundedRequest(`${alertmanagerUrl(input.policy)}/api/v2/silences`, {
+    ...opts,
+    method: 'POST',
+    body,
+  });
+  if (!res.ok) throw alertmanagerFailure(res.cause);
+  if (res.status !== 200) throw alertmanagerFailure(`HTTP ${res.status}`);
+  const id = (parseJson(res.body) as { silenceID?: unknown } | undefined)?.silenceID;
+  if (typeof id !== 'string') throw alertmanagerFailure('not an Alertmanager silence answer');
+  return { id };
+}
+
+/** expireSilences: this step's live silences, expired. */
+async function expireOwnSilences(core: Core, input: AlertSilenceInput): Promise<{ expired: number }> {
+  const opts = await httpOptions(core, input.policy, input.cluster.namespace);
+  let expired = 0;
+  for (const s of (await listSilences(input, opts)).filter(ours(input))) {
+    const res = await boundedRequest(`${alertmanagerUrl(input.policy)}/api/v2/silence/${encodeURIComponent(s.id)}`, {
+      ...opts,
+      method: 'DELETE',
+    });
+    if (!res.ok) throw alertmanagerFailure(res.cause);
+    // 404: gone already (another try expired it).
+    if (res.status !== 200 && res.status !== 404) throw alertmanagerFailure(`HTTP ${res.status}`);
+    expired++;
+  }
+  return { expired };
 }
 
 interface AlertmanagerSilence {

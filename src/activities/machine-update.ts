@@ -107,6 +107,72 @@ async function refusedUntouched<T>(attempt: number, start: () => Promise<T>): Pr
   }
 }
 
+/** What starting a node upgrade needs: where each executor creates its object. */
+interface Executors {
+  management: KubeConfig;
+  /** Workload-cluster namespace of NodeUpgradeRequests and upgrade Jobs. */
+  namespace: string;
+  job: JobExecutorConfig;
+  workload: (cluster: MachineRef) => Promise<KubeConfig>;
+}
+
+/** The input checked and the executor's object created (idempotent): the execution to wait on. */
+async function startExecution(executors: Executors, input: NodeUpgradeInput): Promise<NodeUpgradeExecution> {
+  const { management, namespace, workload } = executors;
+  if (!input.requestName) {
+    throw ApplicationFailure.nonRetryable('upgradeNode needs a requestName', MACHINE_UPDATE_FAILURES.invalidInput);
+  }
+  // The KubeadmConfig comes by reference: its files (often secrets) are read here, never carried in history.
+  const resolved = await resolveBootstrapFiles(management, input);
+  let started: NodeUpgradeExecution;
+  switch (input.executor) {
+    case 'delegate':
+      started = delegateExecution(await workload(input.cluster), namespace, resolved);
+      break;
+    case 'job':
+      started = jobExecution(await workload(input.cluster), namespace, executors.job, resolved);
+      break;
+    case 'management':
+      started = managementExecution(management, resolved);
+      break;
+    default:
+      throw ApplicationFailure.nonRetryable(
+        `unknown node upgrade executor ${JSON.stringify(input.executor)} (want delegate, job or management)`,
+        MACHINE_UPDATE_FAILURES.invalidInput,
+      );
+  }
+  await started.ensure();
+  return started;
+}
+
+/** Waits inside the activity: reads again after pollMs, or as soon as the object changes, heartbeating. */
+async function pollExecution(
+  ctx: Context,
+  execution: NodeUpgradeExecution,
+  check: NodeUpgradeExecution['check'],
+  startedAtMs: number,
+  pollMs: number,
+): Promise<{ message: string }> {
+  let changed = false;
+  let wake: (() => void) | undefined;
+  const stopChanges = execution.changes(() => {
+    changed = true;
+    wake?.();
+  });
+  try {
+    for (;;) {
+      changed = false;
+      const verdict = await check(startedAtMs);
+      if (verdict.done) return { message: verdict.message };
+      ctx.heartbeat({ startedAtMs, observed: verdict.observed } satisfies WaitCheckpoint);
+      if (!changed) await Promise.race([ctx.sleep(pollMs), new Promise<void>((r) => (wake = r))]);
+      wake = undefined;
+    }
+  } finally {
+    stopChanges();
+  }
+}
+
 export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): MachineUpdateActivities {
   const namespace = deps.workloadNamespace ?? DEFAULT_WORKLOAD_NAMESPACE;
   const pollMs = deps.pollIntervalMs ?? 2_000;
@@ -114,6 +180,7 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
   const node = createNodeActivities(deps.management, workload, pollMs);
   const machineDeleting = machineDeletionCheck(deps.management);
   const { drain } = createDrainActivities(workload, machineDeleting);
+  const executors: Executors = { management: deps.management, namespace, job: deps.job ?? {}, workload };
 
   return withStepEvents({
     ...createMachineEventActivities(deps.management),
@@ -127,35 +194,7 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
     async upgradeNode(input: NodeUpgradeInput): Promise<{ message: string }> {
       const ctx = Context.current();
       const startedAtMs = waitCheckpoint(ctx.info.heartbeatDetails)?.startedAtMs ?? Date.now();
-      const execution = await refusedUntouched(ctx.info.attempt, async () => {
-        if (!input.requestName) {
-          throw ApplicationFailure.nonRetryable(
-            'upgradeNode needs a requestName',
-            MACHINE_UPDATE_FAILURES.invalidInput,
-          );
-        }
-        // The KubeadmConfig comes by reference: its files (often secrets) are read here, never carried in history.
-        const resolved = await resolveBootstrapFiles(deps.management, input);
-        let started: NodeUpgradeExecution;
-        switch (input.executor) {
-          case 'delegate':
-            started = delegateExecution(await workload(input.cluster), namespace, resolved);
-            break;
-          case 'job':
-            started = jobExecution(await workload(input.cluster), namespace, deps.job ?? {}, resolved);
-            break;
-          case 'management':
-            started = managementExecution(deps.management, resolved);
-            break;
-          default:
-            throw ApplicationFailure.nonRetryable(
-              `unknown node upgrade executor ${JSON.stringify(input.executor)} (want delegate, job or management)`,
-              MACHINE_UPDATE_FAILURES.invalidInput,
-            );
-        }
-        await started.ensure();
-        return started;
-      });
+      const execution = await refusedUntouched(ctx.info.attempt, async () => await startExecution(executors, input));
       // Each read also checks the Machine: one being deleted ends the wait (its update is aborted).
       const check = async (since: number) => {
         await machineDeleting(input.machine);
@@ -171,24 +210,7 @@ export function createMachineUpdateActivities(deps: MachineUpdateActivityDeps): 
         throw new CompleteAsyncError();
       }
       // Without the watch (tests): read again after pollMs, or as soon as the object changes.
-      let changed = false;
-      let wake: (() => void) | undefined;
-      const stopChanges = execution.changes(() => {
-        changed = true;
-        wake?.();
-      });
-      try {
-        for (;;) {
-          changed = false;
-          const verdict = await check(startedAtMs);
-          if (verdict.done) return { message: verdict.message };
-          ctx.heartbeat({ startedAtMs, observed: verdict.observed } satisfies WaitCheckpoint);
-          if (!changed) await Promise.race([ctx.sleep(pollMs), new Promise<void>((r) => (wake = r))]);
-          wake = undefined;
-        }
-      } finally {
-        stopChanges();
-      }
+      return await pollExecution(ctx, execution, check, startedAtMs, pollMs);
     },
 
     async cleanupNodeUpgrade({ cluster, executor, requestName }): Promise<void> {

@@ -12,7 +12,7 @@ import { apiClient } from '../platform/kube/clients.ts';
 import { isNotFound } from '../platform/kube/errors.ts';
 import { retryOnConflict } from '../platform/kube/retry-on-conflict.ts';
 import type { MachineRef, MachineUpdateActivities } from './machine-update-types.ts';
-import { readMachine } from './node.ts';
+import { readMachine } from './node-reads.ts';
 import { CAPI_CORE } from '../platform/kube/capi-api.ts';
 
 /** CAPI's annotation: a MachineHealthCheck leaves a Machine carrying it alone. */

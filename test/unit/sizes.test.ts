@@ -19,13 +19,8 @@ const MAX_FILE_LINES = 400;
  * joined by '/', an unnamed function by what it is passed to), with their line counts.
  */
 const KNOWN: Readonly<Record<string, number>> = {
-  'src/activities/alerts.ts:createAlertActivities': 122,
-  'src/activities/drain/drain.ts:createDrainActivities': 116,
-  'src/activities/drain/drain.ts:createDrainActivities/drainNode': 93,
   'src/activities/executors/job.ts:jobExecution': 109,
   'src/activities/executors/node-upgrade-request.ts:requestExecution': 94,
-  'src/activities/machine-update.ts:createMachineUpdateActivities': 106,
-  'src/activities/node.ts:createNodeActivities': 161,
   'src/api/app.ts:hookApp': 109,
   'src/api/cluster-lifecycle.ts:createClusterLifecycleHandlers': 82,
   'src/api/hook-route.ts:registerHook': 114,

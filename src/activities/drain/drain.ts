@@ -46,7 +46,7 @@ export function createDrainActivities(
       const observe = (result: 'drained' | 'failed' | 'cancelled') =>
         nodeDrainDuration.observe({ result }, (Date.now() - startedAtMs) / 1000);
       try {
-        const counts = await drainNode(input, previous, startedAtMs);
+        const counts = await drainNode({ workload, machineDeleting }, input, previous, startedAtMs);
         observe('drained');
         return counts;
       } catch (err) {
@@ -55,100 +55,122 @@ export function createDrainActivities(
       }
     },
   };
+}
 
-  async function drainNode(
-    { cluster, nodeName, options, machine }: Parameters<MachineUpdateActivities['drain']>[0],
-    previous: DrainCheckpoint | undefined,
-    startedAtMs: number,
-  ): Promise<DrainResult> {
-    const ctx = Context.current();
-    const counts: DrainResult = previous
-      ? { ...previous.counts }
-      : { evicted: 0, deleted: 0, forceDeleted: 0, skipped: 0 };
-    const kc = await workload(cluster);
-    const drainer = new NodeDrainer(kc, nodeName, options);
-    let backoffMs = DRAIN_BACKOFF_MIN_MS;
-    let lastBlocked: PdbBlock[] = [];
-    for (;;) {
-      await throwIfCancelled(ctx);
-      // A Machine being deleted is drained by Cluster API itself: stop here.
-      if (machine) await machineDeleting(machine);
-      const round = await drainer.survey();
-      counts.skipped = round.verdict.skip.length;
-      if (round.verdict.blockers.length > 0) {
-        throw ApplicationFailure.nonRetryable(
-          `cannot drain node ${nodeName}: ${summarizeDrain(round.verdict)}`,
-          MACHINE_UPDATE_FAILURES.drainBlocked,
-        );
-      }
-      if (round.verdict.evict.length === 0 && round.terminating.length === 0) {
-        ctx.heartbeat({
-          remaining: 0,
-          summary: drainSummary(round, []),
-          startedAtMs,
-          counts,
-        } satisfies DrainCheckpoint);
-        return counts;
-      }
-      const elapsed = Date.now() - startedAtMs;
-      if (elapsed > options.timeoutMs) {
-        throw ApplicationFailure.nonRetryable(
-          `drain of node ${nodeName} did not finish within ${seconds(options.timeoutMs)}: ${drainSummary(round, lastBlocked)}`,
-          MACHINE_UPDATE_FAILURES.drainTimeout,
-        );
-      }
-      const forcing =
-        options.forceNow === true ||
-        (options.pdbForceDrainTimeoutMs !== undefined && elapsed >= options.pdbForceDrainTimeoutMs);
-      let progressed = false;
+type DrainInput = Parameters<MachineUpdateActivities['drain']>[0];
 
-      // Pods that outlive their grace period: force-deleted, as managed-upgrade-operator does.
-      const stuckAfter = options.forceNow ? STUCK_TERMINATING_FORCE_NOW_MS : STUCK_TERMINATING_MS;
-      for (const pod of round.terminating) {
-        if (Date.now() < terminationDeadline(pod) + stuckAfter) continue;
-        await throwIfCancelled(ctx);
-        if (await drainer.remove(pod, 0)) {
-          counts.forceDeleted++;
-          progressed = true;
-        }
-      }
+/** One drain round's work on the pods: what it did and which evictions a PodDisruptionBudget refused. */
+interface RoundOutcome {
+  progressed: boolean;
+  blocked: PdbBlock[];
+}
 
-      const blocked: PdbBlock[] = [];
-      for (const pod of round.verdict.evict) {
-        await throwIfCancelled(ctx);
-        const outcome = await drainer.evict(pod);
-        if (outcome === 'evicted') {
-          counts.evicted++;
-          progressed = true;
-        } else if (outcome !== 'gone') {
-          if (forcing) {
-            // Past pdbForceDrainTimeout (or forced by on-call): the budget is overridden.
-            if (await drainer.remove(pod, options.gracePeriodSeconds)) {
-              counts.deleted++;
-              progressed = true;
-            }
-          } else {
-            blocked.push(outcome);
-          }
-        }
-      }
-      lastBlocked = blocked;
-      const remaining = round.verdict.evict.length + round.terminating.length;
+async function drainNode(
+  deps: { workload: WorkloadKubeConfig; machineDeleting: MachineDeletionCheck },
+  { cluster, nodeName, options, machine }: DrainInput,
+  previous: DrainCheckpoint | undefined,
+  startedAtMs: number,
+): Promise<DrainResult> {
+  const ctx = Context.current();
+  const counts: DrainResult = previous
+    ? { ...previous.counts }
+    : { evicted: 0, deleted: 0, forceDeleted: 0, skipped: 0 };
+  const kc = await deps.workload(cluster);
+  const drainer = new NodeDrainer(kc, nodeName, options);
+  let backoffMs = DRAIN_BACKOFF_MIN_MS;
+  let lastBlocked: PdbBlock[] = [];
+  for (;;) {
+    await throwIfCancelled(ctx);
+    // A Machine being deleted is drained by Cluster API itself: stop here.
+    if (machine) await deps.machineDeleting(machine);
+    const round = await drainer.survey();
+    counts.skipped = round.verdict.skip.length;
+    if (round.verdict.blockers.length > 0) {
+      throw ApplicationFailure.nonRetryable(
+        `cannot drain node ${nodeName}: ${summarizeDrain(round.verdict)}`,
+        MACHINE_UPDATE_FAILURES.drainBlocked,
+      );
+    }
+    if (round.verdict.evict.length === 0 && round.terminating.length === 0) {
       ctx.heartbeat({
-        remaining,
-        summary: drainSummary(round, blocked),
+        remaining: 0,
+        summary: drainSummary(round, []),
         startedAtMs,
         counts,
       } satisfies DrainCheckpoint);
-      if (blocked.length > 0) {
-        await ctx.sleep(backoffMs);
-        backoffMs = progressed ? DRAIN_BACKOFF_MIN_MS : Math.min(backoffMs * 2, DRAIN_BACKOFF_MAX_MS);
+      return counts;
+    }
+    const elapsed = Date.now() - startedAtMs;
+    if (elapsed > options.timeoutMs) {
+      throw ApplicationFailure.nonRetryable(
+        `drain of node ${nodeName} did not finish within ${seconds(options.timeoutMs)}: ${drainSummary(round, lastBlocked)}`,
+        MACHINE_UPDATE_FAILURES.drainTimeout,
+      );
+    }
+    const { progressed, blocked } = await drainRound(ctx, drainer, round, options, elapsed, counts);
+    lastBlocked = blocked;
+    const remaining = round.verdict.evict.length + round.terminating.length;
+    ctx.heartbeat({
+      remaining,
+      summary: drainSummary(round, blocked),
+      startedAtMs,
+      counts,
+    } satisfies DrainCheckpoint);
+    if (blocked.length > 0) {
+      await ctx.sleep(backoffMs);
+      backoffMs = progressed ? DRAIN_BACKOFF_MIN_MS : Math.min(backoffMs * 2, DRAIN_BACKOFF_MAX_MS);
+    } else {
+      backoffMs = DRAIN_BACKOFF_MIN_MS;
+      await ctx.sleep(DRAIN_WAIT_MS);
+    }
+  }
+}
+
+/** One round: force-delete the pods stuck terminating, then evict (or, when forcing, delete) the rest; counts what it did. */
+async function drainRound(
+  ctx: Context,
+  drainer: NodeDrainer,
+  round: DrainRound,
+  options: DrainInput['options'],
+  elapsed: number,
+  counts: DrainResult,
+): Promise<RoundOutcome> {
+  const forcing =
+    options.forceNow === true ||
+    (options.pdbForceDrainTimeoutMs !== undefined && elapsed >= options.pdbForceDrainTimeoutMs);
+  let progressed = false;
+
+  // Pods that outlive their grace period: force-deleted, as managed-upgrade-operator does.
+  const stuckAfter = options.forceNow ? STUCK_TERMINATING_FORCE_NOW_MS : STUCK_TERMINATING_MS;
+  for (const pod of round.terminating) {
+    if (Date.now() < terminationDeadline(pod) + stuckAfter) continue;
+    await throwIfCancelled(ctx);
+    if (await drainer.remove(pod, 0)) {
+      counts.forceDeleted++;
+      progressed = true;
+    }
+  }
+
+  const blocked: PdbBlock[] = [];
+  for (const pod of round.verdict.evict) {
+    await throwIfCancelled(ctx);
+    const outcome = await drainer.evict(pod);
+    if (outcome === 'evicted') {
+      counts.evicted++;
+      progressed = true;
+    } else if (outcome !== 'gone') {
+      if (forcing) {
+        // Past pdbForceDrainTimeout (or forced by on-call): the budget is overridden.
+        if (await drainer.remove(pod, options.gracePeriodSeconds)) {
+          counts.deleted++;
+          progressed = true;
+        }
       } else {
-        backoffMs = DRAIN_BACKOFF_MIN_MS;
-        await ctx.sleep(DRAIN_WAIT_MS);
+        blocked.push(outcome);
       }
     }
   }
+  return { progressed, blocked };
 }
 
 function drainCheckpoint(details: unknown): DrainCheckpoint | undefined {

@@ -28,7 +28,7 @@ import {
 } from '../machine-update-common.ts';
 import { ensureFilesSecret, filesSecretName, type ResolvedNodeUpgrade } from './bootstrap-files.ts';
 import { binaryVolumeSource, jobBinarySource, pinnedBinaryDigests } from './node-binaries.ts';
-import { readNodeOrFail } from '../node.ts';
+import { readNodeOrFail } from '../node-reads.ts';
 import { failedScriptLine, lastFailedPodLog, UPGRADE_CONTAINER } from './job-pods.ts';
 import { kubeletMatches } from '../../domain/cluster-health.ts';
 

@@ -18,7 +18,7 @@ import {
   nodeLabel,
   type NodeUpgradeExecution,
 } from '../machine-update-common.ts';
-import { readMachine } from '../node.ts';
+import { readMachine } from '../node-reads.ts';
 import { filesSecretName, type ResolvedNodeUpgrade } from './bootstrap-files.ts';
 import {
   ALL_NAMESPACES_REQUESTS_PATH,
