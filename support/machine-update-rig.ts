@@ -10,7 +10,7 @@ import {
   NODE_UPGRADE_PLURAL,
   NODE_UPGRADE_VERSION,
   type NodeUpgradeRequest,
-} from '../src/activities/executors/node-upgrade-request.ts';
+} from '../src/activities/executors/node-upgrade-request-crd.ts';
 import type { MachineUpdateInput } from '../src/model/machine-update.ts';
 import {
   capiMachine,

@@ -49,7 +49,7 @@ export {
   type NodeUpgradePhase,
   type NodeUpgradeRequest,
   type NodeUpgradeRequestSpec,
-} from './executors/node-upgrade-request.ts';
+} from './executors/node-upgrade-request-crd.ts';
 export {
   DEFAULT_JOB_IMAGE,
   DEFAULT_JOB_SCRIPT,

@@ -21,7 +21,7 @@ import type {
   NodeUpgradeRef,
   NodeUpgradeStopped,
 } from '../../src/activities/machine-update-types.ts';
-import type { NodeUpgradeRequestStatus } from '../../src/activities/executors/node-upgrade-request.ts';
+import type { NodeUpgradeRequestStatus } from '../../src/activities/executors/node-upgrade-request-crd.ts';
 import {
   capiMachine,
   createCapiObject,

@@ -8,7 +8,7 @@ import {
   NODE_UPGRADE_VERSION,
   type NodeUpgradeRequest,
   type NodeUpgradeRequestStatus,
-} from '../../src/activities/executors/node-upgrade-request.ts';
+} from '../../src/activities/executors/node-upgrade-request-crd.ts';
 import { mergePatch, sleep } from '../../support/testbed-fixtures.ts';
 
 export function startStandInStatus(

@@ -19,8 +19,6 @@ const MAX_FILE_LINES = 400;
  * joined by '/', an unnamed function by what it is passed to), with their line counts.
  */
 const KNOWN: Readonly<Record<string, number>> = {
-  'src/activities/executors/job.ts:jobExecution': 109,
-  'src/activities/executors/node-upgrade-request.ts:requestExecution': 94,
   'src/api/app.ts:hookApp': 109,
   'src/api/cluster-lifecycle.ts:createClusterLifecycleHandlers': 82,
   'src/api/hook-route.ts:registerHook': 114,

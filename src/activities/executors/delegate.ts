@@ -15,9 +15,8 @@ import {
   NODE_UPGRADE_PLURAL,
   NODE_UPGRADE_REQUEST_CRD,
   NODE_UPGRADE_VERSION,
-  reportedFailure,
-  requestExecution,
-} from './node-upgrade-request.ts';
+} from './node-upgrade-request-crd.ts';
+import { reportedFailure, requestExecution } from './node-upgrade-request.ts';
 
 /** Asking again for a just-installed CRD to be served: 5 s at most (the activity heartbeats every 10 s). */
 const CRD_SERVED_ATTEMPTS = 20;

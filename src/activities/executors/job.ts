@@ -4,7 +4,14 @@
 // finds it); its completion is read by the caller (a polling activity or the
 // async-completion watch).
 import { readFileSync } from 'node:fs';
-import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Job, type V1Node } from '@kubernetes/client-node';
+import {
+  BatchV1Api,
+  CoreV1Api,
+  type KubeConfig,
+  type V1Job,
+  type V1JobCondition,
+  type V1Node,
+} from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import {
   BINARY_VOLUME_MOUNT,
@@ -157,6 +164,68 @@ export function upgradeJob(p: UpgradeJobParams): V1Job {
 }
 
 /** The node's upgrade Job: created once (named after the workflow, so a retry finds it), then read. */
+/** The Job that upgrades `input.nodeName`: its kubelet's architecture picks the pinned checksums. */
+async function upgradeJobFor(
+  kc: KubeConfig,
+  namespace: string,
+  config: JobExecutorConfig,
+  input: ResolvedNodeUpgrade,
+): Promise<V1Job> {
+  const name = input.requestName;
+  const files = input.files;
+  const core = apiClient(kc, CoreV1Api);
+  const node = await readNodeOrFail(core, input.nodeName);
+  const arch = node.status?.nodeInfo?.architecture;
+  if (!arch)
+    throw ApplicationFailure.nonRetryable(
+      `node ${input.nodeName} reports no architecture (status.nodeInfo.architecture): cannot pick pinned checksums`,
+      MACHINE_UPDATE_FAILURES.invalidInput,
+    );
+  const digests = pinnedBinaryDigests(config.checksumsFile, input.version, arch);
+  const binarySource = jobBinarySource(config);
+  return upgradeJob({
+    name,
+    namespace,
+    nodeName: input.nodeName,
+    version: input.version,
+    mode: await upgradeMode(core, node, input.version),
+    image: config.image ?? DEFAULT_JOB_IMAGE,
+    script: config.script ?? DEFAULT_JOB_SCRIPT,
+    backoffLimit: config.backoffLimit ?? 2,
+    timeoutMs: input.timeoutMs,
+    arch,
+    digests,
+    ...(files.length > 0 ? { filesSecretName: filesSecretName(name) } : {}),
+    ...(binarySource ? { binarySource } : {}),
+    ...(config.allowHttpBinarySource ? { allowHttpBinarySource: true } : {}),
+    ...(config.binaryVolume ? { binaryVolume: config.binaryVolume } : {}),
+    ...(config.ignorePreflightErrors?.length ? { ignorePreflightErrors: config.ignorePreflightErrors } : {}),
+  });
+}
+
+/** Why the Job failed, with the last line its script wrote or its last pod's failure (read now: the pods go with the Job). */
+async function jobFailure(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  failed: V1JobCondition,
+): Promise<ApplicationFailure> {
+  const where = `node upgrade Job ${namespace}/${name}`;
+  // The pods go with the Job at cleanup: their log is read now or never.
+  const log = await lastFailedPodLog(apiClient(kc, CoreV1Api), namespace, name);
+  const why = failedScriptLine(log.lines) ?? (log.podFailure ? `its last pod: ${log.podFailure}` : undefined);
+  return ApplicationFailure.create({
+    message: truncate(
+      `${where} failed: ${failed.reason ?? 'Failed'}${failed.message ? `: ${failed.message}` : ''}` +
+        (why ? `; ${why}` : ''),
+      MAX_JOB_FAILURE_MESSAGE,
+    ),
+    type: MACHINE_UPDATE_FAILURES.nodeUpgradeJobFailed,
+    nonRetryable: true,
+    details: [log],
+  });
+}
+
 export function jobExecution(
   kc: KubeConfig,
   namespace: string,
@@ -182,34 +251,7 @@ export function jobExecution(
       if (files.length > 0) await ensureFilesSecret(kc, filesOwner(existing), files);
       return existing;
     }
-    const core = apiClient(kc, CoreV1Api);
-    const node = await readNodeOrFail(core, input.nodeName);
-    const arch = node.status?.nodeInfo?.architecture;
-    if (!arch)
-      throw ApplicationFailure.nonRetryable(
-        `node ${input.nodeName} reports no architecture (status.nodeInfo.architecture): cannot pick pinned checksums`,
-        MACHINE_UPDATE_FAILURES.invalidInput,
-      );
-    const digests = pinnedBinaryDigests(config.checksumsFile, input.version, arch);
-    const binarySource = jobBinarySource(config);
-    const body = upgradeJob({
-      name,
-      namespace,
-      nodeName: input.nodeName,
-      version: input.version,
-      mode: await upgradeMode(core, node, input.version),
-      image: config.image ?? DEFAULT_JOB_IMAGE,
-      script: config.script ?? DEFAULT_JOB_SCRIPT,
-      backoffLimit: config.backoffLimit ?? 2,
-      timeoutMs: input.timeoutMs,
-      arch,
-      digests,
-      ...(files.length > 0 ? { filesSecretName: filesSecretName(name) } : {}),
-      ...(binarySource ? { binarySource } : {}),
-      ...(config.allowHttpBinarySource ? { allowHttpBinarySource: true } : {}),
-      ...(config.binaryVolume ? { binaryVolume: config.binaryVolume } : {}),
-      ...(config.ignorePreflightErrors?.length ? { ignorePreflightErrors: config.ignorePreflightErrors } : {}),
-    });
+    const body = await upgradeJobFor(kc, namespace, config, input);
     let job: V1Job;
     try {
       job = await batch.createNamespacedJob({ namespace, body });
@@ -240,19 +282,7 @@ export function jobExecution(
         return { done: true, message: `${where} completed on node ${input.nodeName}` };
       const failed = conditions.find((c) => c.type === 'Failed' && c.status === 'True');
       if (failed) {
-        // The pods go with the Job at cleanup: their log is read now or never.
-        const log = await lastFailedPodLog(apiClient(kc, CoreV1Api), namespace, name);
-        const why = failedScriptLine(log.lines) ?? (log.podFailure ? `its last pod: ${log.podFailure}` : undefined);
-        throw ApplicationFailure.create({
-          message: truncate(
-            `${where} failed: ${failed.reason ?? 'Failed'}${failed.message ? `: ${failed.message}` : ''}` +
-              (why ? `; ${why}` : ''),
-            MAX_JOB_FAILURE_MESSAGE,
-          ),
-          type: MACHINE_UPDATE_FAILURES.nodeUpgradeJobFailed,
-          nonRetryable: true,
-          details: [log],
-        });
+        throw await jobFailure(kc, namespace, name, failed);
       }
       const s = job.status;
       const observed = `active ${s?.active ?? 0}, succeeded ${s?.succeeded ?? 0}, failed ${s?.failed ?? 0}`;

@@ -20,12 +20,8 @@ import {
 } from '../machine-update-common.ts';
 import { readMachine } from '../node-reads.ts';
 import { filesSecretName, type ResolvedNodeUpgrade } from './bootstrap-files.ts';
-import {
-  ALL_NAMESPACES_REQUESTS_PATH,
-  NODE_UPGRADE_KIND,
-  reportedFailure,
-  requestExecution,
-} from './node-upgrade-request.ts';
+import { NODE_UPGRADE_KIND } from './node-upgrade-request-crd.ts';
+import { ALL_NAMESPACES_REQUESTS_PATH, reportedFailure, requestExecution } from './node-upgrade-request.ts';
 import { CAPI_API_VERSION, CLUSTER_NAME_LABEL } from '../../platform/kube/capi-api.ts';
 
 export const MACHINE_NAME_LABEL = 'upgrades.capi-orchestrator.io/machine-name';

@@ -4,6 +4,7 @@
 // (idempotent), watched and polled, read against its generation, and deleted to stop; the
 // executors differ only in where it lives (client, namespace, owner, extra spec refs), what
 // happens when its CRD is not served, and what a spec change under the same name does.
+// The resource itself (group, types, CustomResourceDefinition) is node-upgrade-request-crd.ts.
 import {
   CustomObjectsApi,
   PatchStrategy,
@@ -13,183 +14,33 @@ import {
 } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { canonicalJson } from '../../domain/canonical-json.ts';
-import type { TypedObjectRef } from '../../model/machine-update.ts';
 import { apiClient } from '../../platform/kube/clients.ts';
 import { isConflict, isNotFound } from '../../platform/kube/errors.ts';
 import {
   MACHINE_UPDATE_FAILURES,
-  MANAGED_BY,
-  MANAGED_BY_LABEL,
   MANAGED_BY_SELECTOR,
   nodeLabel,
   seconds,
   truncate,
   type NodeUpgradeExecution,
 } from '../machine-update-common.ts';
-import type { MachineRef, NodeUpgradeStopped } from '../machine-update-types.ts';
+import type { NodeUpgradeStopped } from '../machine-update-types.ts';
 import { watchObject } from '../object-watch.ts';
 import { ensureFilesSecret, type ResolvedNodeUpgrade } from './bootstrap-files.ts';
+import { AGENT_PICKUP_TIMEOUT_MS } from './node-upgrade-request-crd.ts';
 
-export const NODE_UPGRADE_GROUP = 'upgrades.capi-orchestrator.io';
-export const NODE_UPGRADE_VERSION = 'v1alpha1';
-export const NODE_UPGRADE_PLURAL = 'nodeupgraderequests';
-export const NODE_UPGRADE_KIND = 'NodeUpgradeRequest';
-/** How long a NodeUpgradeRequest may go without any status before we conclude nobody serves the node. */
-export const AGENT_PICKUP_TIMEOUT_MS = 5 * 60_000;
+import {
+  NODE_UPGRADE_GROUP,
+  NODE_UPGRADE_KIND,
+  NODE_UPGRADE_PLURAL,
+  NODE_UPGRADE_VERSION,
+  type NodeUpgradeRequest,
+  type NodeUpgradeRequestSpec,
+  type NodeUpgradeRequestStatus,
+} from './node-upgrade-request-crd.ts';
 
-export interface NodeUpgradeRequestSpec {
-  nodeName: string;
-  machineRef: MachineRef;
-  kubernetesVersion: string;
-  /** management: the Machine's Cluster, infrastructure machine and bootstrap config. */
-  clusterName?: string;
-  infrastructureMachineRef?: TypedObjectRef;
-  bootstrapConfigRef?: TypedObjectRef;
-  /** Deprecated (before the files moved out of the spec): inline files; no longer written. */
-  bootstrapFiles?: unknown[];
-  /** Secret in the same namespace, owned by the request: one key per file and a `manifest`. */
-  bootstrapFilesSecretRef?: { name: string };
-}
-
-export type NodeUpgradePhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed';
-
-export interface NodeUpgradeRequestStatus {
-  phase?: NodeUpgradePhase;
-  message?: string;
-  /** On Failed: short CamelCase, e.g. `ImagePullFailed`. */
-  failureReason?: string;
-  failureMessage?: string;
-  observedGeneration?: number;
-}
-
-export interface NodeUpgradeRequest {
-  apiVersion: string;
-  kind: string;
-  metadata: {
-    name: string;
-    namespace: string;
-    uid?: string;
-    generation?: number;
-    labels?: Record<string, string>;
-    ownerReferences?: V1OwnerReference[];
-    resourceVersion?: string;
-  };
-  spec: NodeUpgradeRequestSpec;
-  status?: NodeUpgradeRequestStatus;
-}
-
-const str = { type: 'string' };
-const objectRef = (description: string) => ({
-  type: 'object',
-  description,
-  required: ['apiVersion', 'kind', 'name'],
-  properties: { apiVersion: str, kind: str, name: str },
-});
-
-/**
- * The CustomResourceDefinition of NodeUpgradeRequest, in wire format (the same as
- * config/crd/nodeupgraderequests.yaml; a test keeps the two equal). The delegate executor
- * installs it in the workload cluster when it is missing; config/default installs it in the
- * management cluster (the management executor never does: it has no CRD rights there).
- */
-export const NODE_UPGRADE_REQUEST_CRD = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: {
-    name: `${NODE_UPGRADE_PLURAL}.${NODE_UPGRADE_GROUP}`,
-    labels: { [MANAGED_BY_LABEL]: MANAGED_BY },
-  },
-  spec: {
-    group: NODE_UPGRADE_GROUP,
-    names: {
-      kind: NODE_UPGRADE_KIND,
-      listKind: `${NODE_UPGRADE_KIND}List`,
-      plural: NODE_UPGRADE_PLURAL,
-      singular: 'nodeupgraderequest',
-      shortNames: ['nur'],
-      categories: ['capi-upgrade-orchestrator'],
-    },
-    scope: 'Namespaced',
-    versions: [
-      {
-        name: NODE_UPGRADE_VERSION,
-        served: true,
-        storage: true,
-        subresources: { status: {} },
-        selectableFields: [{ jsonPath: '.spec.nodeName' }],
-        additionalPrinterColumns: [
-          { name: 'Node', type: 'string', jsonPath: '.spec.nodeName' },
-          { name: 'Version', type: 'string', jsonPath: '.spec.kubernetesVersion' },
-          { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
-          { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
-          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-        ],
-        schema: {
-          openAPIV3Schema: {
-            type: 'object',
-            description:
-              'A request to upgrade one node in place, written by capi-upgrade-orchestrator for an agent on the node ' +
-              '(in the workload cluster) or a node upgrader (in the management cluster). It reports in status; it ' +
-              'sets status.observedGeneration to the metadata.generation it acted on.',
-            required: ['spec'],
-            properties: {
-              apiVersion: str,
-              kind: str,
-              metadata: { type: 'object' },
-              spec: {
-                type: 'object',
-                required: ['nodeName', 'kubernetesVersion'],
-                properties: {
-                  nodeName: { type: 'string', minLength: 1, description: 'The Node to upgrade.' },
-                  machineRef: {
-                    type: 'object',
-                    description: 'The Cluster API Machine of the node (in the management cluster).',
-                    required: ['namespace', 'name'],
-                    properties: { namespace: str, name: str },
-                  },
-                  kubernetesVersion: {
-                    type: 'string',
-                    minLength: 1,
-                    description: 'Desired Kubernetes (kubelet) version, e.g. v1.33.1.',
-                  },
-                  clusterName: { type: 'string', description: 'The Cluster API Cluster of the node.' },
-                  infrastructureMachineRef: objectRef('The infrastructure machine of the Machine (same namespace).'),
-                  bootstrapConfigRef: objectRef('The bootstrap config of the Machine (same namespace).'),
-                  bootstrapFiles: {
-                    type: 'array',
-                    description: 'Deprecated and no longer written: inline bootstrap files (KubeadmConfig spec.files).',
-                    items: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
-                  },
-                  bootstrapFilesSecretRef: {
-                    type: 'object',
-                    description:
-                      'Secret in this namespace, owned by this request, holding the files to write: one key per file ' +
-                      '(the bytes as they go on disk) and a `manifest` of `<key> <mode> <owner> <path>` lines.',
-                    required: ['name'],
-                    properties: { name: str },
-                  },
-                },
-              },
-              status: {
-                type: 'object',
-                properties: {
-                  phase: { type: 'string', enum: ['Pending', 'Running', 'Succeeded', 'Failed'] },
-                  message: str,
-                  failureReason: {
-                    type: 'string',
-                    description: 'On Failed: a short CamelCase reason, e.g. ImagePullFailed.',
-                  },
-                  failureMessage: { type: 'string', description: 'On Failed: what went wrong (no secrets).' },
-                  observedGeneration: { type: 'integer', format: 'int64' },
-                },
-              },
-            },
-          },
-        },
-      },
-    ],
-  },
-} as const;
+// Where the requests live, for the readers that import them from here.
+export { NODE_UPGRADE_GROUP, NODE_UPGRADE_PLURAL, NODE_UPGRADE_VERSION } from './node-upgrade-request-crd.ts';
 
 const requestRef = (namespace: string) => ({
   group: NODE_UPGRADE_GROUP,
@@ -232,11 +83,28 @@ export function reportedFailure(status: NodeUpgradeRequestStatus): string | unde
 
 /** The node's NodeUpgradeRequest at `place` (written, or its spec replaced) and the verdict on that generation. */
 export function requestExecution(place: RequestPlace, input: ResolvedNodeUpgrade): NodeUpgradeExecution {
+  const store = requestStore(place, input);
+  return {
+    async ensure() {
+      await store.ensure();
+    },
+    changes: (onChange) =>
+      watchObject(place.kc, { path: place.watchPath, labelSelector: MANAGED_BY_SELECTOR }, input.requestName, onChange),
+    async check(startedAtMs) {
+      const request = (await store.read()) ?? (await store.ensure()); // deleted by someone: ask again
+      return requestVerdict(place, input, request, startedAtMs);
+    },
+  };
+}
+
+/** Reads and writes the node's request at `place`: `ensure` writes it (and its files' Secret) idempotently. */
+function requestStore(
+  place: RequestPlace,
+  input: ResolvedNodeUpgrade,
+): { read(): Promise<NodeUpgradeRequest | undefined>; ensure(): Promise<NodeUpgradeRequest> } {
   const custom = apiClient(place.kc, CustomObjectsApi);
   const ref = requestRef(place.namespace);
   const name = input.requestName;
-  const where = `${NODE_UPGRADE_KIND} ${place.namespace}/${name}`;
-  const files = input.files;
   const spec = place.spec;
 
   const read = async (): Promise<NodeUpgradeRequest | undefined> => {
@@ -281,57 +149,51 @@ export function requestExecution(place: RequestPlace, input: ResolvedNodeUpgrade
   };
   const ensureWithFiles = async (): Promise<NodeUpgradeRequest> => {
     const request = await ensure();
-    if (files.length > 0) await ensureFilesSecret(place.kc, request, files);
+    if (input.files.length > 0) await ensureFilesSecret(place.kc, request, input.files);
     return request;
   };
-
-  return {
-    async ensure() {
-      await ensureWithFiles();
-    },
-    changes: (onChange) =>
-      watchObject(place.kc, { path: place.watchPath, labelSelector: MANAGED_BY_SELECTOR }, name, onChange),
-    async check(startedAtMs) {
-      const request = (await read()) ?? (await ensureWithFiles()); // deleted by someone: ask again
-      const generation = request.metadata.generation;
-      const status = request.status;
-      const current = status !== undefined && status.observedGeneration === generation;
-      if (current && status.phase === 'Succeeded') {
-        return { done: true, message: status.message || `${place.server} reported Succeeded for ${where}` };
-      }
-      if (current && status.phase === 'Failed') {
-        throw ApplicationFailure.nonRetryable(place.failed(status), MACHINE_UPDATE_FAILURES.nodeAgentFailed);
-      }
-      const observed = current
-        ? `phase ${status.phase ?? 'Pending'}`
-        : status?.phase
-          ? `status of generation ${status.observedGeneration ?? 'unknown'} ignored, want ${generation ?? 'unknown'}`
-          : 'no status yet';
-      // Nobody answers at all: nobody serves this node. Say so early instead of stalling.
-      const pickupMs = input.agentPickupTimeoutMs ?? AGENT_PICKUP_TIMEOUT_MS;
-      if (status?.phase === undefined && Date.now() - startedAtMs > pickupMs) {
-        throw ApplicationFailure.nonRetryable(
-          `no ${place.server} took ${where} for node ${input.nodeName} within ${seconds(pickupMs)}: ${place.missingHint}`,
-          MACHINE_UPDATE_FAILURES.nodeAgentMissing,
-        );
-      }
-      if (Date.now() - startedAtMs > input.timeoutMs) {
-        throw ApplicationFailure.nonRetryable(
-          `${where} for node ${input.nodeName} not finished within ${seconds(input.timeoutMs)} (${observed})`,
-          MACHINE_UPDATE_FAILURES.nodeUpgradeTimeout,
-        );
-      }
-      return { done: false, observed };
-    },
-  };
+  return { read, ensure: ensureWithFiles };
 }
 
-/**
- * Keeps one finished request per node, so that years of updates do not pile up where agents and
- * upgraders list them: deletes the node's other requests that Succeeded (for their current
- * generation), never one still running, one that Failed (evidence for whoever looks at the node) or
- * another node's. Best effort: one left behind is clutter, not harm.
- */
+/** Done when the server reported Succeeded for this generation; throws on Failed, on nobody answering, and past the timeout. */
+function requestVerdict(
+  place: RequestPlace,
+  input: ResolvedNodeUpgrade,
+  request: NodeUpgradeRequest,
+  startedAtMs: number,
+): Awaited<ReturnType<NodeUpgradeExecution['check']>> {
+  const where = `${NODE_UPGRADE_KIND} ${place.namespace}/${input.requestName}`;
+  const generation = request.metadata.generation;
+  const status = request.status;
+  const current = status !== undefined && status.observedGeneration === generation;
+  if (current && status.phase === 'Succeeded') {
+    return { done: true, message: status.message || `${place.server} reported Succeeded for ${where}` };
+  }
+  if (current && status.phase === 'Failed') {
+    throw ApplicationFailure.nonRetryable(place.failed(status), MACHINE_UPDATE_FAILURES.nodeAgentFailed);
+  }
+  const observed = current
+    ? `phase ${status.phase ?? 'Pending'}`
+    : status?.phase
+      ? `status of generation ${status.observedGeneration ?? 'unknown'} ignored, want ${generation ?? 'unknown'}`
+      : 'no status yet';
+  // Nobody answers at all: nobody serves this node. Say so early instead of stalling.
+  const pickupMs = input.agentPickupTimeoutMs ?? AGENT_PICKUP_TIMEOUT_MS;
+  if (status?.phase === undefined && Date.now() - startedAtMs > pickupMs) {
+    throw ApplicationFailure.nonRetryable(
+      `no ${place.server} took ${where} for node ${input.nodeName} within ${seconds(pickupMs)}: ${place.missingHint}`,
+      MACHINE_UPDATE_FAILURES.nodeAgentMissing,
+    );
+  }
+  if (Date.now() - startedAtMs > input.timeoutMs) {
+    throw ApplicationFailure.nonRetryable(
+      `${where} for node ${input.nodeName} not finished within ${seconds(input.timeoutMs)} (${observed})`,
+      MACHINE_UPDATE_FAILURES.nodeUpgradeTimeout,
+    );
+  }
+  return { done: false, observed };
+}
+
 async function pruneSucceeded(place: RequestPlace, nodeName: string, keep: string): Promise<void> {
   const label = Object.entries(nodeLabel(nodeName))[0];
   if (!label) return; // a node name no label can hold: nothing selects its requests
