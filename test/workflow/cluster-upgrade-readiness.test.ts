@@ -259,6 +259,44 @@ describe('readiness while an upgrade waits to start', () => {
     await recordHistoryIfAsked(h.client, h.workflowId, 'cluster-upgrade-readiness-step-window');
   }, 90_000);
 
+  it("says what the gate will do under the Cluster's granted override: an overridden removed-API finding is Ready", async () => {
+    h = await startUpgradeHarness({ settings: { removedApiPolicy: 'fail', gateOverrideNamespaces: '*' } });
+    h.activities.deprecatedApis = () => ({
+      uses: [{ group: 'example.io', version: 'v1beta1', resource: 'widgets', subresource: '', removedRelease: '1.32' }],
+      malformed: 0,
+      dropped: 0,
+    });
+    await h.startWorker();
+    const later = { [`${P}upgrade-at`]: iso(Date.now() + 2 * HOUR), [`${P}readiness-interval`]: '10s' };
+    await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations: later });
+    const blocked = await waitFor(
+      () => h!.status(),
+      (s) => s.readiness?.verdict === 'Blocked',
+    );
+    expect(blocked.readiness?.checks.find((c) => c.check === 'removed-apis')?.message).toContain(
+      'example.io/v1beta1 widgets',
+    );
+
+    const overridden = {
+      ...later,
+      [`${P}override-gates`]: 'removed-apis',
+      [`${P}override-reason`]: 'the widget client moves next week',
+    };
+    await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations: overridden });
+    const ready = await waitFor(
+      () => h!.status(),
+      (s) => s.readiness?.verdict === 'Ready',
+      30_000,
+    );
+    expect(ready.readiness?.checks.find((c) => c.check === 'removed-apis')).toEqual({
+      check: 'removed-apis',
+      verdict: 'Ready',
+      message: expect.stringMatching(
+        /^overridden: .*example\.io\/v1beta1 widgets.*; gate removed-apis overridden \(upgrades\.capi-orchestrator\.io\/override-gates, granted by setting gateOverrideNamespaces\): the widget client moves next week$/,
+      ),
+    });
+  }, 90_000);
+
   it('never lets a re-check that hangs delay the start, nor an abort', async () => {
     h = await startUpgradeHarness();
     let surveysCancelled = 0;
