@@ -7,7 +7,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 JEST := node --experimental-vm-modules --no-warnings=ExperimentalWarning node_modules/jest/bin/jest.js
 
-.PHONY: help dev demo env test release image test-unit test-workflow test-e2e test-integration test-capi test-production test-nodes lint build bench bench-fleet bench-vs-go bench-machine-updates bench-vm-node chaos clean check-fresh
+.PHONY: help dev demo env test release image test-unit test-workflow test-e2e test-integration test-capi test-production test-nodes lint build bench bench-fleet bench-vs-go bench-machine-updates bench-vm-node bench-readiness chaos clean check-fresh
 
 # Every target is listed here (test/unit/make-help.test.ts checks it, and that the README names only these).
 help:
@@ -32,6 +32,7 @@ help:
 	@echo "make bench-fleet  500 clusters' hooks at 100 req/s against api, worker and Temporal as separate processes (BENCH_ARGS='--clusters 500 --rate 100'; '--profile 10k --temporal production': 10,000 upgrades polled at 1,000 req/s on Temporal's services and PostgreSQL; '--management testbed --request-checks on|off': what the request checks cost; '--profile waiting [--clusters 10000]': a fleet waiting for a window, driven as CAPI drives it)"
 	@echo "make bench-vs-go  GenerateUpgradePlan: ours vs Cluster API's Go test extension, same client (BENCH_ARGS='--duration 10 --concurrency 32')"
 	@echo "make bench-machine-updates  200 KWOK nodes updated in place, limit 20 (BENCH_ARGS='--nodes 200 --limit 20 --delay 15')"
+	@echo "make bench-readiness  what one readiness check costs: CPU and API-server requests per cluster, on a test bed of its own (BENCH_ARGS='--clusters 20 --rounds 3')"
 	@echo "make bench-vm-node  a kubeadm node as a TCG virtual machine (qemu, 2 vCPUs): boot, kubeadm init, kubeadm upgrade apply, kubelet restart, timed (root; BENCH_ARGS='--cpus 2 --memory 4096 --no-wait')"
 	@echo "make chaos     100 seeded random faults through in-place updates of 50 KWOK nodes, then invariants (BENCH_ARGS='--seed 42 --faults 100 --max-minutes 45 --nodes 50 --limit 5')"
 
@@ -100,6 +101,9 @@ bench-machine-updates:
 	@source scripts/env.sh --testbed && node --disable-warning=ExperimentalWarning bench/machine-updates.ts $(BENCH_ARGS)
 
 # Not a test: what a virtual machine as the real-node tier's node host costs (docs/performance.md).
+bench-readiness:
+	@source scripts/env.sh --testbed && node --disable-warning=ExperimentalWarning bench/readiness-cost.ts $(BENCH_ARGS)
+
 bench-vm-node:
 	@source scripts/env.sh --testbed --nodes && eval "$$(bash scripts/tools-nodes.sh --vm)" && node --disable-warning=ExperimentalWarning bench/vm-node.ts $(BENCH_ARGS)
 

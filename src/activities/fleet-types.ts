@@ -48,6 +48,21 @@ export interface FleetActivities {
     version: string;
     scope?: 'pre' | 'post';
   }): Promise<{ uid: string; summary: string }[]>;
+  /**
+   * The readiness of each cluster before its upgrade to `version` (the look ahead at the next wave): one readiness
+   * run each (the readinessWorkflow `capi-upgrades readiness` runs, joined when one runs already), a few at a time,
+   * under the built-in settings and each Cluster's annotations; the clusters that are not Ready, each with what
+   * holds it (Blocked) or why it could not tell (Unknown). Heartbeats.
+   */
+  checkClustersReadiness(input: { clusters: SelectedCluster[]; version: string }): Promise<ClusterReadinessFinding[]>;
   /** Signals `abort` to the cluster upgrades still in flight. */
   abortClusterUpgrades(input: { clusters: SelectedCluster[]; reason: string }): Promise<void>;
+}
+
+/** A cluster of the next wave that is not Ready, in its readiness run's words. */
+export interface ClusterReadinessFinding {
+  uid: string;
+  verdict: 'Blocked' | 'Unknown';
+  /** The blocking checks (`check: message`, at most three), or the checks (or the run) that could not tell. */
+  finding: string;
 }

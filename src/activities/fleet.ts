@@ -13,6 +13,7 @@ import {
   type SelectedCluster,
 } from '../model/fleet-rollout.ts';
 import type { FleetActivities, SetVersionResult } from './fleet-types.ts';
+import { checkClustersReadiness } from './fleet-readiness.ts';
 import { heartbeating } from './heartbeat.ts';
 import { createEventRecorder } from './kube-events.ts';
 import { apiClient } from '../platform/kube/clients.ts';
@@ -264,6 +265,8 @@ export function createFleetActivities(deps: FleetActivityDeps): FleetActivities 
         }
         return unhealthy;
       }),
+
+    checkClustersReadiness: checkClustersReadiness(() => fleet.temporal()),
 
     // An upgrade that is gone needs no abort.
     async abortClusterUpgrades({ clusters, reason }) {

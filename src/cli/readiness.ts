@@ -7,9 +7,8 @@ import type * as K8s from '@kubernetes/client-node';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import type { ReadinessReport } from '../domain/readiness.ts';
 import { tryParseVersion } from '../domain/versions.ts';
-import { readinessWorkflowId, type ReadinessInput } from '../model/readiness.ts';
-import { ClusterName, ClusterNamespace, TargetVersion } from '../model/search-attributes.ts';
-import { workflowTypes } from '../model/workflow-types.ts';
+import type { ReadinessInput } from '../model/readiness.ts';
+import { executeReadiness } from '../platform/temporal/readiness-run.ts';
 import { parseClusterKey, UsageError, type ClusterKey } from './operations.ts';
 import { table } from './table.ts';
 import { CAPI_CORE, type ClusterObject } from '../platform/kube/capi-api.ts';
@@ -41,21 +40,9 @@ export function readinessInput(cluster: ClusterKey, to: string | undefined, sett
 
 /** Runs the check (joining one already running for the same cluster and target) and returns its report. */
 export async function runReadiness(client: Client, taskQueue: string, input: ReadinessInput): Promise<ReadinessReport> {
-  const { cluster, targetVersion } = input;
+  const { cluster } = input;
   try {
-    return (await client.workflow.execute(workflowTypes.readiness, {
-      workflowId: readinessWorkflowId(cluster, targetVersion),
-      taskQueue,
-      args: [input],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      // Reads only: a run that cannot finish in this time is ended rather than left waiting.
-      workflowExecutionTimeout: '10 minutes',
-      typedSearchAttributes: [
-        { key: ClusterNamespace, value: cluster.namespace },
-        { key: ClusterName, value: cluster.name },
-        { key: TargetVersion, value: targetVersion },
-      ],
-    })) as ReadinessReport;
+    return await executeReadiness(client, taskQueue, input);
   } catch (err) {
     if (err instanceof WorkflowFailedError)
       throw new UsageError(`readiness of ${cluster.namespace}/${cluster.name}: ${err.cause?.message ?? err.message}`);

@@ -1,6 +1,7 @@
 // What a fleet rollout says about its next wave while the current one runs or
-// soaks: the clusters whose pre-upgrade health check fails now, each of which
-// would stop at that gate when the wave opens. Pure and deterministic: the
+// soaks: the clusters whose readiness is Blocked now (runs before readiness:
+// whose pre-upgrade health check fails), each of which would stop at a gate
+// or in its drain when the wave opens. Pure and deterministic: the
 // same findings always give the same words (they reach the memo).
 import type { FleetRolloutMemo, NextWaveCheck, NextWaveHold } from '../model/fleet-rollout.ts';
 
@@ -19,15 +20,30 @@ export function nextWaveChecking(wave: number, count: number, last: NextWaveChec
   return { wave, state: 'checking', checked: 0, holding: [], message: `wave ${wave}: checking its ${clusters(count)}` };
 }
 
-/** The result of a look at `checked` clusters of `wave`, `holding` in the wave's order. */
-export function nextWaveChecked(wave: number, checked: number, holding: NextWaveHold[]): NextWaveCheck {
+/**
+ * The result of a look at `checked` clusters of `wave`, `holding` in the wave's order. `readiness`:
+ * what was checked (each cluster's readiness, else its health only, as looks before readiness did),
+ * with the clusters whose readiness could not tell (`unknown`, named in the wave's order).
+ */
+export function nextWaveChecked(
+  wave: number,
+  checked: number,
+  holding: NextWaveHold[],
+  readiness?: { unknown: string[] },
+): NextWaveCheck {
+  const what = readiness ? 'readiness' : 'health';
+  const unknown = readiness?.unknown ?? [];
+  const untold =
+    unknown.length === 0
+      ? ''
+      : `; could not tell for ${unknown.length}: ${unknown.slice(0, SHOWN).join(', ')}${unknown.length > SHOWN ? ` and ${unknown.length - SHOWN} more` : ''}`;
   if (holding.length === 0)
     return {
       wave,
       state: 'checked',
       checked,
       holding,
-      message: `wave ${wave}: none of its ${clusters(checked)} will hold it (health checked)`,
+      message: bounded(`wave ${wave}: none of its ${clusters(checked)} will hold it (${what} checked)${untold}`),
     };
   const named = holding.slice(0, SHOWN).map((h) => `${h.cluster}: ${h.finding}`);
   if (holding.length > SHOWN) named.push(`and ${holding.length - SHOWN} more`);
@@ -36,7 +52,9 @@ export function nextWaveChecked(wave: number, checked: number, holding: NextWave
     state: 'checked',
     checked,
     holding,
-    message: bounded(`wave ${wave}: ${holding.length} of ${clusters(checked)} will hold it: ${named.join('; ')}`),
+    message: bounded(
+      `wave ${wave}: ${holding.length} of ${clusters(checked)} will hold it: ${named.join('; ')}${untold}`,
+    ),
   };
 }
 

@@ -9,7 +9,8 @@
 // warn does. Pure: the activity passes what it read.
 import { alertSourceUnreachableMessage, alertsHeldMessage } from './alert-gate.ts';
 import { listText } from './drain-simulation.ts';
-import type { ReadinessCheck } from './readiness.ts';
+import { overriddenText, overrideFor, type GateOverride, type GateId } from './gate-overrides.ts';
+import type { ReadinessCheck, ReadinessCheckName } from './readiness.ts';
 import type { AlertReport } from '../model/alerts.ts';
 import type { ReservedCapacity } from '../model/cluster-upgrade.ts';
 
@@ -136,4 +137,30 @@ export function alertsCheck(target: string, report: AlertReport | undefined): Re
       message: `${alertsHeldMessage(target, report.firing, report.firingCount)} (resolve or silence them, or list them in alertIgnore)`,
     };
   return { check, verdict: 'Ready', message: 'no alert that holds the upgrade is firing in prometheus' };
+}
+
+/** The readiness checks whose gate an override (annotation override-gates) lets through. */
+const OVERRIDABLE: Partial<Record<ReadinessCheckName, GateId>> = {
+  'removed-apis': 'removed-apis',
+  alerts: 'alerts',
+  calendar: 'maintenance-window',
+};
+
+/**
+ * The checks as the gates will treat them under `override`: an overridden gate lets the step
+ * through whatever it finds (held or unreadable), so its check is Ready, keeping what it found
+ * (`overridden: …`) and naming the override and its grant as the gate records it.
+ */
+export function withGateOverrides(
+  checks: readonly ReadinessCheck[],
+  override: GateOverride | undefined,
+): ReadinessCheck[] {
+  return checks.map((c) => {
+    const gate = OVERRIDABLE[c.check];
+    const reason = gate === undefined ? undefined : overrideFor(override, gate);
+    if (gate === undefined || reason === undefined) return c;
+    const text = overriddenText(gate, reason, override?.grantedBy);
+    const found = c.verdict === 'Ready' ? c.message : `overridden: ${c.message}`;
+    return { check: c.check, verdict: 'Ready', message: `${found}; ${text}` };
+  });
 }

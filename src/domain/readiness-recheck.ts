@@ -75,6 +75,29 @@ export function plannedCheck(p: {
   };
 }
 
+/**
+ * The plan check of a later step (the upgrade under way): CAPI runs its plan already, so the check
+ * names what is left of it, which the other checks look at (the removed APIs of the hops left, the
+ * kubelets against the next workers hop).
+ */
+export function underWayCheck(p: {
+  step: string;
+  controlPlaneUpgrades: readonly string[];
+  workersUpgrades: readonly string[];
+}): { check: ReadinessCheck; plan: EffectivePlan } {
+  const plan = { controlPlaneUpgrades: [...p.controlPlaneUpgrades], workersUpgrades: [...p.workersUpgrades] };
+  const cp = plan.controlPlaneUpgrades.join(' → ') || 'none';
+  const workers = plan.workersUpgrades.join(' → ') || 'none';
+  return {
+    check: {
+      check: 'plan',
+      verdict: 'Ready',
+      message: `under way at ${p.step}; control plane to go: ${cp}; workers: ${workers}`,
+    },
+    plan,
+  };
+}
+
 const bounded = (text: string) => (text.length <= MESSAGE_LIMIT ? text : `${text.slice(0, MESSAGE_LIMIT - 3)}...`);
 
 /** What holds the upgrade, `check: message` each (at most SHOWN, bounded); empty when nothing does. */

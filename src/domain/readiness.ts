@@ -5,6 +5,7 @@
 // own clock; the same state always gives the same words.
 import type { HealthReport } from './cluster-health.ts';
 import { zonedIso } from './calendar.ts';
+import { overrideFor } from './gate-overrides.ts';
 import { removedApiFindings, removedApisMessage, type DeprecatedApiScan } from './deprecated-apis.ts';
 import { listText, type DrainSimulation, type NodeDrainSimulation } from './drain-simulation.ts';
 import { MAX_WORKER_MINOR_SKEW, defaultAndValidateUpgradePlan } from './upgrade-plan-validator.ts';
@@ -214,5 +215,8 @@ export function calendarCheck(policy: UpgradePolicy, nowMs: number): ReadinessCh
   }
   const hold = maintenanceHoldOf(policy, nowMs);
   if (hold) return ready('calendar', `can start at ${zonedIso(zone, hold.until)} (${hold.waitingFor})`);
+  // An overridden calendar may be closed: the override's own words follow (withGateOverrides).
+  if (overrideFor(policy.gateOverride, 'maintenance-window') !== undefined)
+    return ready('calendar', 'can start now: no upgradeAt ahead');
   return ready('calendar', 'can start now: no upgradeAt ahead, the maintenance calendar is open');
 }

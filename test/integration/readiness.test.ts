@@ -6,12 +6,18 @@
 // logs hold no write by the extension to the test's objects. The other gates' checks read with
 // them: a capacity reservation of 1 over a MachineDeployment with no Ready machine (Blocked, nothing
 // scaled), the delegate executor's node agents (none: in place would be declined) and no alert gate.
+// A fleet rollout's look at its next wave runs the same run through the worker's Temporal port.
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Client } from '@temporalio/client';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createFleetActivities } from '../../src/activities/fleet.ts';
+import type { ClusterReadinessFinding } from '../../src/activities/fleet-types.ts';
 import { READINESS_CHECKS, type ReadinessReport } from '../../src/domain/readiness.ts';
 import { readinessWorkflowId, type ReadinessInput } from '../../src/model/readiness.ts';
 import { workflowTypes } from '../../src/model/workflow-types.ts';
+import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
+import { workflowPort } from '../../src/platform/temporal/workflows.ts';
 import {
   capiCluster,
   capiMachine,
@@ -241,6 +247,26 @@ describe('readiness on the test bed', () => {
     await sleep(1_000);
     expect(requestsSince(since).filter((r) => !READS.test(r))).toEqual([]);
     expect(requests.length).toBeGreaterThan(0);
+  });
+
+  it("a fleet rollout's look at its next wave runs the same readiness run and names what holds the cluster", async () => {
+    const fleet = createFleetActivities({
+      management: managementKubeConfig(testbed().workerKubeconfig),
+      checkClusterHealth: () => Promise.reject(new Error('the look asks readiness, not health')),
+      temporal: workflowPort(client),
+    });
+    // The activity runs on the worker's task queue: its readiness runs go there too.
+    const env = new MockActivityEnvironment({ taskQueue });
+    const found: ClusterReadinessFinding[] = await env.run(fleet.checkClustersReadiness, {
+      clusters: [{ ...cluster, uid: 'uid-shop', version: VERSION }],
+      version: 'v1.32.4',
+    });
+    expect(found).toEqual([{ uid: 'uid-shop', verdict: 'Blocked', finding: expect.any(String) }]);
+    expect(found[0]?.finding).toContain(`capacity: would reserve ${g}-md 1→2`);
+    expect(found[0]?.finding).toContain(`drain: node ${worker}: PodDisruptionBudget ${g}/web (disruptionsAllowed 0`);
+    // The run is the one `capi-upgrades readiness` starts: in the Web UI under its own id.
+    const run = await client.workflow.getHandle(readinessWorkflowId(cluster, 'v1.32.4')).describe();
+    expect(run.status.name).toBe('COMPLETED');
   });
 
   it('turns Ready once the PDB lets one pod go at a time', async () => {

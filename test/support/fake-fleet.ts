@@ -2,7 +2,7 @@
 // short while after its version is set, or fails, as a test says; and the
 // workflow tier's rig that runs rollouts over it on the real dev server.
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import type { FleetActivities, SetVersionResult } from '../../src/activities/fleet-types.ts';
+import type { ClusterReadinessFinding, FleetActivities, SetVersionResult } from '../../src/activities/fleet-types.ts';
 import {
   fleetRolloutWorkflowId,
   type ClusterUpgradeProgress,
@@ -28,6 +28,12 @@ export class FakeFleet {
   aborted: string[] = [];
   /** The size of each checkClustersHealth call. */
   healthChecks: number[] = [];
+  /** Clusters whose readiness is Blocked, with the check that holds them (`unhealthy` ones: `health`). */
+  blocked = new Map<string, string>();
+  /** Clusters whose readiness run could not tell. */
+  unknownReadiness = new Set<string>();
+  /** The size of each checkClustersReadiness call. */
+  readinessChecks: number[] = [];
   maxInFlight = 0;
 
   constructor(n: number, version = 'v1.32.4') {
@@ -87,6 +93,16 @@ export function fakeFleetActivities(current: () => FakeFleet): FleetActivities {
       return clusters
         .filter((c) => current().unhealthy.has(c.name))
         .map((c) => ({ uid: c.uid, summary: 'node n1 NotReady' }));
+    },
+    async checkClustersReadiness({ clusters }) {
+      const fleet = current();
+      fleet.readinessChecks.push(clusters.length);
+      return clusters.flatMap((c): ClusterReadinessFinding[] => {
+        if (fleet.unknownReadiness.has(c.name))
+          return [{ uid: c.uid, verdict: 'Unknown', finding: 'drain: could not read the workload cluster' }];
+        const finding = fleet.unhealthy.has(c.name) ? 'health: node n1 NotReady' : fleet.blocked.get(c.name);
+        return finding ? [{ uid: c.uid, verdict: 'Blocked', finding }] : [];
+      });
     },
     async abortClusterUpgrades({ clusters }) {
       current().aborted.push(...clusters.map((c) => c.name));

@@ -2,7 +2,14 @@
 // capacity reservation, node agents / node upgraders for in-place updates, and firing alerts.
 // Each says what the gate would do now, naming the object and the fix.
 import { describe, expect, it } from '@jest/globals';
-import { alertsCheck, capacityCheck, inPlaceCheck, type InPlaceSurvey } from '../../src/domain/readiness-gates.ts';
+import {
+  alertsCheck,
+  capacityCheck,
+  inPlaceCheck,
+  withGateOverrides,
+  type InPlaceSurvey,
+} from '../../src/domain/readiness-gates.ts';
+import type { ReadinessCheck } from '../../src/domain/readiness.ts';
 
 describe('capacityCheck', () => {
   const entries = [
@@ -126,5 +133,50 @@ describe('alertsCheck', () => {
     expect(c.message).toBe(
       'upgrade to v1.35.0 held: the alert source prometheus is unreachable: HTTP 503 (gate alerts): the gate would hold the upgrade while it cannot read it',
     );
+  });
+});
+
+describe('withGateOverrides', () => {
+  const checks: ReadinessCheck[] = [
+    { check: 'removed-apis', verdict: 'Blocked', message: 'flowcontrol v1beta3 is removed in v1.32' },
+    { check: 'drain', verdict: 'Blocked', message: 'node w-1: PodDisruptionBudget shop/web' },
+    { check: 'health', verdict: 'Blocked', message: '1 of 2 nodes Ready' },
+    { check: 'alerts', verdict: 'Unknown', message: 'cannot read prometheus' },
+    { check: 'calendar', verdict: 'Ready', message: 'can start now: no upgradeAt ahead' },
+  ];
+  const GRANT = 'granted by setting gateOverrideNamespaces';
+
+  it('turns an overridden gate Ready, keeping what it found and naming the override as the gate records it', () => {
+    const out = withGateOverrides(checks, {
+      gates: ['alerts', 'maintenance-window', 'removed-apis'],
+      reason: 'CVE fix tonight',
+      grantedBy: 'setting gateOverrideNamespaces',
+    });
+    expect(out).toEqual([
+      {
+        check: 'removed-apis',
+        verdict: 'Ready',
+        message: `overridden: flowcontrol v1beta3 is removed in v1.32; gate removed-apis overridden (upgrades.capi-orchestrator.io/override-gates, ${GRANT}): CVE fix tonight`,
+      },
+      // Not gates an override lifts: unchanged.
+      checks[1],
+      checks[2],
+      {
+        check: 'alerts',
+        verdict: 'Ready',
+        message: `overridden: cannot read prometheus; gate alerts overridden (upgrades.capi-orchestrator.io/override-gates, ${GRANT}): CVE fix tonight`,
+      },
+      {
+        check: 'calendar',
+        verdict: 'Ready',
+        message: `can start now: no upgradeAt ahead; gate maintenance-window overridden (upgrades.capi-orchestrator.io/override-gates, ${GRANT}): CVE fix tonight`,
+      },
+    ]);
+  });
+
+  it('leaves every check as it was without an override, or for the gates it does not name', () => {
+    expect(withGateOverrides(checks, undefined)).toEqual(checks);
+    const out = withGateOverrides(checks, { gates: ['alerts'], reason: 'r' });
+    expect(out.filter((c, i) => c !== checks[i]).map((c) => c.check)).toEqual(['alerts']);
   });
 });

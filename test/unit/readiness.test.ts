@@ -144,6 +144,14 @@ describe('calendarCheck', () => {
       'can start at 2026-11-28T02:00:00Z (waiting for the maintenance window "Sat 02:00 4h" (opens 2026-11-28T02:00:00.000Z))',
     );
   });
+  it('an overridden maintenance window does not hold it, and it does not claim the calendar is open', () => {
+    const gateOverride = { gates: ['maintenance-window' as const], reason: 'hotfix' };
+    expect(calendarCheck(policy({ maintenanceWindow: 'Sat 02:00 4h', gateOverride }), NOW)).toEqual({
+      check: 'calendar',
+      verdict: 'Ready',
+      message: 'can start now: no upgradeAt ahead',
+    });
+  });
 });
 
 describe('the report', () => {

@@ -20,6 +20,7 @@ import {
   hangUntilCancelled,
   readySurvey,
   startUpgradeHarness,
+  steps,
   type UpgradeHarness,
 } from '../support/upgrade-harness.ts';
 
@@ -27,6 +28,9 @@ const P = 'upgrades.capi-orchestrator.io/';
 const HOUR = 3_600_000;
 const iso = (ms: number) => new Date(Math.ceil(ms / 1000) * 1000).toISOString().replace(/\.000Z$/, 'Z');
 const blockedByPdb = () => readySurvey([PDB_HOLD]);
+const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+/** A day three days from now (UTC): its window is closed now. */
+const otherDay = () => DAYS[(new Date().getUTCDay() + 3) % 7] ?? 'Sun';
 
 const drainOf = (s: ClusterUpgradeStatus) => s.readiness?.checks.find((c) => c.check === 'drain');
 const readinessEvents = (h: UpgradeHarness) =>
@@ -192,6 +196,105 @@ describe('readiness while an upgrade waits to start', () => {
     expect(warning?.message).toBe(`BeforeClusterUpgrade v1.33.0: readiness Blocked: drain: ${drain}`);
     // Started: no more re-checks.
     expect(h.activities.calls.surveys).toBe(2);
+  }, 90_000);
+
+  it('re-checks while a later step waits for its window, and the step at the window says what the report said', async () => {
+    h = await startUpgradeHarness();
+    await h.startWorker();
+    const interval = { [`${P}readiness-interval`]: '10s' };
+    const begun = await h.pollUntilDone('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations: interval });
+    expect(begun).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    expect((await h.status()).readiness).toBeUndefined();
+
+    // The window closes before the control plane's first hop; meanwhile a budget comes to hold the drain.
+    h.activities.survey = blockedByPdb;
+    const closed = { ...interval, [`${P}maintenance-window`]: `${otherDay()} 02:00 1h` };
+    const step = {
+      fromKubernetesVersion: 'v1.30.5',
+      toKubernetesVersion: 'v1.31.14',
+      controlPlaneUpgrades: steps('v1.31.14', 'v1.32.13', 'v1.33.0'),
+      workersUpgrades: steps('v1.33.0'),
+    };
+    const waiting = await waitFor(
+      () => h!.call('BeforeControlPlaneUpgrade', step, { annotations: closed }),
+      (a) => a.message?.includes('maintenance window') ?? false,
+    );
+    expect(waiting.message).toMatch(/^BeforeControlPlaneUpgrade v1\.31\.14: waiting for the maintenance window/);
+    const blocked = await waitFor(
+      () => h!.status(),
+      (s) => s.readiness?.verdict === 'Blocked',
+    );
+    expect(drainOf(blocked)?.message).toContain('node w-1: PodDisruptionBudget shop/web');
+    expect(blocked.readiness?.checks.find((c) => c.check === 'plan')).toEqual({
+      check: 'plan',
+      verdict: 'Ready',
+      message:
+        'under way at BeforeControlPlaneUpgrade v1.31.14; control plane to go: v1.31.14 → v1.32.13 → v1.33.0; workers: v1.33.0',
+    });
+    // The gate still says what it waits for: the re-check changes nothing CAPI sees.
+    expect((await h.call('BeforeControlPlaneUpgrade', step, { annotations: closed })).message).toBe(waiting.message);
+    // Fixed: Ready within one interval.
+    h.activities.survey = () => readySurvey();
+    await waitFor(
+      () => h!.status(),
+      (s) => s.readiness?.verdict === 'Ready',
+      30_000,
+    );
+    // Blocked again, then the window opens (the annotation removed): the step goes on, warning in the report's words.
+    h.activities.survey = blockedByPdb;
+    const again = await waitFor(
+      () => h!.status(),
+      (s) => s.readiness?.verdict === 'Blocked',
+      30_000,
+    );
+    const opened = await h.pollUntilDone('BeforeControlPlaneUpgrade', step, { annotations: interval });
+    expect(opened).toMatchObject({ status: 'Success', retryAfterSeconds: 0 });
+    const warning = await waitFor(
+      async () => h!.activities.calls.events.find((e) => e.reason === 'UpgradeGateWarning'),
+      (e) => e !== undefined,
+    );
+    expect(warning?.message).toBe(
+      `BeforeControlPlaneUpgrade v1.31.14: readiness Blocked: drain: ${drainOf(again)?.message}`,
+    );
+    await recordHistoryIfAsked(h.client, h.workflowId, 'cluster-upgrade-readiness-step-window');
+  }, 90_000);
+
+  it("says what the gate will do under the Cluster's granted override: an overridden removed-API finding is Ready", async () => {
+    h = await startUpgradeHarness({ settings: { removedApiPolicy: 'fail', gateOverrideNamespaces: '*' } });
+    h.activities.deprecatedApis = () => ({
+      uses: [{ group: 'example.io', version: 'v1beta1', resource: 'widgets', subresource: '', removedRelease: '1.32' }],
+      malformed: 0,
+      dropped: 0,
+    });
+    await h.startWorker();
+    const later = { [`${P}upgrade-at`]: iso(Date.now() + 2 * HOUR), [`${P}readiness-interval`]: '10s' };
+    await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations: later });
+    const blocked = await waitFor(
+      () => h!.status(),
+      (s) => s.readiness?.verdict === 'Blocked',
+    );
+    expect(blocked.readiness?.checks.find((c) => c.check === 'removed-apis')?.message).toContain(
+      'example.io/v1beta1 widgets',
+    );
+
+    const overridden = {
+      ...later,
+      [`${P}override-gates`]: 'removed-apis',
+      [`${P}override-reason`]: 'the widget client moves next week',
+    };
+    await h.call('BeforeClusterUpgrade', beforeClusterUpgrade(), { annotations: overridden });
+    const ready = await waitFor(
+      () => h!.status(),
+      (s) => s.readiness?.verdict === 'Ready',
+      30_000,
+    );
+    expect(ready.readiness?.checks.find((c) => c.check === 'removed-apis')).toEqual({
+      check: 'removed-apis',
+      verdict: 'Ready',
+      message: expect.stringMatching(
+        /^overridden: .*example\.io\/v1beta1 widgets.*; gate removed-apis overridden \(upgrades\.capi-orchestrator\.io\/override-gates, granted by setting gateOverrideNamespaces\): the widget client moves next week$/,
+      ),
+    });
   }, 90_000);
 
   it('never lets a re-check that hangs delay the start, nor an abort', async () => {

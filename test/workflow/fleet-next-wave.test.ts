@@ -1,5 +1,6 @@
 // The fleet rollout looks at the next wave ahead (real dev server, fake fleet): while a wave runs or soaks, each
-// cluster of the next one is health-checked, and the status and the memo name the ones that will hold it.
+// cluster of the next one gets a readiness run (health, drain, removed APIs, …), and the status and the memo name
+// the ones that will hold it.
 // Advisory: the wave in progress is neither held nor delayed, and the next one still opens.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Client } from '@temporalio/client';
@@ -16,7 +17,7 @@ import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { waitFor } from '../support/wait.ts';
 
 let fleet: FakeFleet;
-const HOLD = 'wave 2: 1 of 2 clusters will hold it: fleet/c02: node n1 NotReady';
+const HOLD = 'wave 2: 1 of 2 clusters will hold it: fleet/c02: health: node n1 NotReady';
 
 describe('fleet rollout: the next wave checked ahead', () => {
   let client: Client;
@@ -74,7 +75,7 @@ describe('fleet rollout: the next wave checked ahead', () => {
       wave: 2,
       state: 'checked',
       checked: 2,
-      holding: [{ cluster: 'fleet/c02', finding: 'node n1 NotReady' }],
+      holding: [{ cluster: 'fleet/c02', finding: 'health: node n1 NotReady' }],
       message: HOLD,
     });
     const memo = await waitFor(
@@ -86,14 +87,38 @@ describe('fleet rollout: the next wave checked ahead', () => {
     expect(fleet.sets).toEqual(['c00']);
   });
 
+  it('names a cluster whose readiness is Blocked by more than health (a drain held by a budget), and the ones it could not tell', async () => {
+    fleet = new FakeFleet(4);
+    fleet.upgradeMs = 600_000;
+    const drain = 'drain: node w-1: PodDisruptionBudget shop/web (minAvailable 2 with 2 healthy) covers shop/web-a';
+    fleet.blocked.set('c02', drain);
+    fleet.unknownReadiness.add('c03');
+    const h = await start({});
+    const seen = await waitFor(
+      () => h.query<FleetRolloutStatus>('status'),
+      (s) => s.nextWave?.state === 'checked',
+      30_000,
+    );
+    expect(seen.nextWave).toEqual({
+      wave: 2,
+      state: 'checked',
+      checked: 3,
+      holding: [{ cluster: 'fleet/c02', finding: drain }],
+      message: `wave 2: 1 of 3 clusters will hold it: fleet/c02: ${drain}; could not tell for 1: fleet/c03`,
+    });
+    expect(seen.waves.map((w) => w.state)).toEqual(['running', 'pending']);
+  });
+
   it("checks a large next wave in batches and names the clusters that will hold it in the wave's order", async () => {
     const { seen } = await lookedAhead(46, ['c44', 'c03']);
     expect(seen.waves.map((w) => w.state)).toEqual(['running', 'pending']);
     expect(seen.nextWave?.checked).toBe(45);
     expect(seen.nextWave?.message).toBe(
-      'wave 2: 2 of 45 clusters will hold it: fleet/c03: node n1 NotReady; fleet/c44: node n1 NotReady',
+      'wave 2: 2 of 45 clusters will hold it: fleet/c03: health: node n1 NotReady; fleet/c44: health: node n1 NotReady',
     );
-    expect(fleet.healthChecks).toEqual([20, 20, 5]);
+    expect(fleet.readinessChecks).toEqual([20, 20, 5]);
+    // The readiness runs check health themselves: no health-only look.
+    expect(fleet.healthChecks).toEqual([]);
   });
 
   it('checks the next wave again when a wave starts to soak, and says when none of its clusters will hold it', async () => {
@@ -114,7 +139,7 @@ describe('fleet rollout: the next wave checked ahead', () => {
       30_000,
     );
     expect(soaking.waves.map((w) => w.state)).toEqual(['soaking', 'pending']);
-    expect(soaking.nextWave?.message).toBe('wave 2: none of its 2 clusters will hold it (health checked)');
+    expect(soaking.nextWave?.message).toBe('wave 2: none of its 2 clusters will hold it (readiness checked)');
     await recordHistoryIfAsked(client, h.workflowId, 'fleet-rollout-next-wave-checked');
   });
 

@@ -32,6 +32,8 @@ describe('readinessWorkflow', () => {
     target: 'v1.33.0' as string | undefined,
     missing: false,
     annotations: {} as Record<string, string>,
+    /** /metrics reports a client of an API that v1.35 no longer serves. */
+    removedApiUse: false,
   };
   const activities: Stubbed = {
     readinessTarget: async ({ cluster }) => {
@@ -50,7 +52,14 @@ describe('readinessWorkflow', () => {
     checkDeprecatedApis: async () => {
       if (stub.metricsFail)
         throw ApplicationFailure.nonRetryable('GET /metrics: 403 Forbidden', 'WorkloadMetricsRefused');
-      return { uses: [], malformed: 0, dropped: 0 };
+      const use = {
+        group: 'example.io',
+        version: 'v1beta1',
+        resource: 'widgets',
+        subresource: '',
+        removedRelease: '1.35',
+      };
+      return { uses: stub.removedApiUse ? [use] : [], malformed: 0, dropped: 0 };
     },
     checkClusterHealth: async () => ({ healthy: true, summary: '2 of 2 nodes Ready', findings: [], warnings: [] }),
   };
@@ -64,8 +73,12 @@ describe('readinessWorkflow', () => {
     await close();
   });
 
-  const run = async (name: string): Promise<ReadinessReport> => {
-    const input: ReadinessInput = { cluster: { namespace: 'fleet', name }, targetVersion: 'v1.35.0' };
+  const run = async (name: string, settings?: Record<string, string>): Promise<ReadinessReport> => {
+    const input: ReadinessInput = {
+      cluster: { namespace: 'fleet', name },
+      targetVersion: 'v1.35.0',
+      ...(settings ? { settings } : {}),
+    };
     const handle = await client.workflow.start(workflowTypes.readiness, {
       taskQueue,
       workflowId: `${readinessWorkflowId(input.cluster, input.targetVersion)}/${taskQueue}`,
@@ -140,6 +153,30 @@ describe('readinessWorkflow', () => {
       /^the upgrade policy is refused: .*upgrade-at.*\(fix that setting or annotation\)$/,
     );
     stub.annotations = {};
+  });
+
+  it("says what the gate will do under the Cluster's granted gate override: Ready, naming the override", async () => {
+    Object.assign(stub, { survey: survey(), metricsFail: false, target: 'v1.33.0', removedApiUse: true });
+    // removedApiPolicy fail: the gate would fail the upgrade on it.
+    const held = await run('removed-api', { removedApiPolicy: 'fail' });
+    expect(held.verdict).toBe('Blocked');
+    expect(held.checks.find((c) => c.check === 'removed-apis')?.message).toContain('example.io/v1beta1 widgets');
+
+    stub.annotations = {
+      'upgrades.capi-orchestrator.io/override-gates': 'removed-apis',
+      'upgrades.capi-orchestrator.io/override-reason': 'the widget client moves next week',
+    };
+    const overridden = await run('removed-api-overridden', {
+      removedApiPolicy: 'fail',
+      gateOverrideNamespaces: 'fleet',
+    });
+    expect(overridden.verdict).toBe('Ready');
+    const check = overridden.checks.find((c) => c.check === 'removed-apis');
+    expect(check?.verdict).toBe('Ready');
+    expect(check?.message).toMatch(
+      /^overridden: .*example\.io\/v1beta1 widgets.*; gate removed-apis overridden \(upgrades\.capi-orchestrator\.io\/override-gates, granted by setting gateOverrideNamespaces\): the widget client moves next week$/,
+    );
+    Object.assign(stub, { annotations: {}, removedApiUse: false });
   });
 
   it('capi-upgrades readiness prints the table and exits 1 when Blocked, 0 when Ready', async () => {

@@ -4,6 +4,9 @@
 // not an error. The activities hold this port, never a Temporal Client.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { SignalDefinition } from '@temporalio/common';
+import type { ReadinessReport } from '../../domain/readiness.ts';
+import type { ReadinessInput } from '../../model/readiness.ts';
+import { executeReadiness } from './readiness-run.ts';
 
 /** A workflow as `describe` sees it: its run's status name (RUNNING, COMPLETED, …) and its memo map. */
 export interface WorkflowSummary {
@@ -20,6 +23,8 @@ export interface WorkflowPort {
   ): Promise<'sent' | 'not-found'>;
   /** The workflow's latest run; undefined when no workflow has the id. */
   describe(workflowId: string): Promise<WorkflowSummary | undefined>;
+  /** Runs a readiness check on `taskQueue` (joining one that runs for the same cluster and target); its report. */
+  readiness(input: ReadinessInput, taskQueue: string): Promise<ReadinessReport>;
 }
 
 /** The port on a Client; `client` may be a getter (the process replaces its connection on credential rotation). */
@@ -46,5 +51,6 @@ export function workflowPort(client: Client | (() => Client)): WorkflowPort {
         throw err;
       }
     },
+    readiness: (input, taskQueue) => executeReadiness(current(), taskQueue, input),
   };
 }

@@ -11,6 +11,7 @@ import {
   nextReadinessCheck,
   plannedCheck,
   readinessGateText,
+  underWayCheck,
 } from '../../domain/readiness-recheck.ts';
 import { lowestWorkerVersion, skewCheck } from '../../domain/readiness.ts';
 import type { HookCall } from '../../model/cluster-upgrade.ts';
@@ -19,14 +20,18 @@ import { calendar, health, policiesOf, readTarget, removedApis, surveyDrain } fr
 import type { UpgradeState } from './state.ts';
 
 export const READINESS_PATCH = 'readiness-recheck';
+/** Re-checks also while a later step (BeforeControlPlaneUpgrade, BeforeWorkersUpgrade) waits for a window. */
+export const READINESS_STEPS_PATCH = 'readiness-recheck-steps';
+/** The re-check's report honours the policy's gate overrides (a verdict, so maybe an Event, may differ). */
+export const READINESS_OVERRIDES_PATCH = 'readiness-gate-overrides';
 
 /**
  * When the next re-check is due while the upgrade waits until `startsAt`; undefined when there is
- * none (readinessInterval off, or a run from before re-checks).
+ * none (readinessInterval off, or a run from before re-checks: `patch` names those of this wait).
  */
-export function readinessDue(s: UpgradeState, startsAt: number): number | undefined {
+export function readinessDue(s: UpgradeState, startsAt: number, patch = READINESS_PATCH): number | undefined {
   const interval = s.status.policy.readinessIntervalMs ?? DEFAULT_READINESS_INTERVAL_MS;
-  if (interval <= 0 || !patched(READINESS_PATCH)) return undefined;
+  if (interval <= 0 || !patched(patch)) return undefined;
   const last = s.status.readiness ? Date.parse(s.status.readiness.checkedAt) : undefined;
   return nextReadinessCheck({ lastCheckAt: last, intervalMs: interval, startsAt });
 }
@@ -65,16 +70,20 @@ async function recheckReadiness(s: UpgradeState, call: HookCall): Promise<void> 
   if (base) {
     // The upgrade has no ExtensionConfig settings: the in-place check (their executor) is left out.
     const p = { ...base, upgrade: s.status.policy, inPlace: undefined };
+    if (patched(READINESS_OVERRIDES_PATCH)) r.overrides = p.upgrade.gateOverride;
     calendar(r, p);
     const [survey] = await Promise.all([surveyDrain(r, p), health(r, p)]);
     r.fromVersion = call.fromVersion;
-    const planned = plannedCheck({
-      fromVersion: call.fromVersion,
-      lowestWorker: survey ? lowestWorkerVersion(survey.kubelets) : undefined,
-      target: targetVersion,
-      controlPlaneUpgrades: call.controlPlaneUpgrades ?? [],
-      workersUpgrades: call.workersUpgrades ?? [],
-    });
+    const hops = { controlPlaneUpgrades: call.controlPlaneUpgrades ?? [], workersUpgrades: call.workersUpgrades ?? [] };
+    const planned =
+      call.hook === 'BeforeClusterUpgrade'
+        ? plannedCheck({
+            fromVersion: call.fromVersion,
+            lowestWorker: survey ? lowestWorkerVersion(survey.kubelets) : undefined,
+            target: targetVersion,
+            ...hops,
+          })
+        : underWayCheck({ step: `${call.hook} ${call.version}`, ...hops });
     r.add(planned.check);
     if (!planned.plan) r.unknown(['removed-apis', 'version-skew'], 'no plan to check against');
     else {

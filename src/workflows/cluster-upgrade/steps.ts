@@ -14,7 +14,7 @@ import { PRE_HEALTH_CHECK_RUNNING, upgradeAtWaitingFor } from '../../domain/upgr
 import { capiMessage, gateKey, type HookCall, type UpgradeCondition } from '../../model/cluster-upgrade.ts';
 import { expectedFailure, failureCause } from '../failures.ts';
 import { removedApiGate } from './gates.ts';
-import { readinessAtStart, readinessDue, recheckWhileWaiting } from './readiness.ts';
+import { READINESS_STEPS_PATCH, readinessAtStart, readinessDue, recheckWhileWaiting } from './readiness.ts';
 import { alertGate, closeSilence, openSilence } from './alerts.ts';
 import { delayCheck, maintenanceHold, started } from './schedule.ts';
 import { iso, type UpgradeState } from './state.ts';
@@ -88,15 +88,28 @@ export async function beginUpgrade(s: UpgradeState, call: HookCall): Promise<boo
   return await removedApiGate(s, call, status.conditions);
 }
 
-/** Waits until the maintenance window (if any) is open; false when interrupted. */
+/**
+ * Waits until the maintenance window (if any) is open, re-checking readiness meanwhile as the
+ * first step's wait does; false when interrupted.
+ */
 export async function awaitWindow(s: UpgradeState, call: HookCall): Promise<boolean> {
+  let rechecked = false;
   for (;;) {
-    const hold = maintenanceHold(s, Date.now(), call);
-    if (!hold) return true;
+    const now = Date.now();
+    const hold = maintenanceHold(s, now, call);
+    if (!hold) break;
     s.setGate(call, 'Waiting', `${call.hook} ${call.version}: ${hold.waitingFor}`);
-    await s.wait(hold.until - Date.now());
+    const readiness = readinessDue(s, hold.until, READINESS_STEPS_PATCH);
+    if (readiness !== undefined && readiness <= now) {
+      await recheckWhileWaiting(s, call, hold.until - now);
+      rechecked = true;
+    } else await s.wait(Math.min(hold.until, readiness ?? Infinity) - now);
     if (s.interrupted()) return false;
   }
+  // The window opened on a Blocked report: the step goes on (as at the first step), saying so.
+  const blocked = rechecked ? readinessAtStart(s) : undefined;
+  if (blocked) s.gateWarning(`${call.hook} ${call.version}: ${blocked}`);
+  return true;
 }
 
 /** One probe; a probe that could not run (cluster unreachable, API errors) counts as unhealthy. */

@@ -9,6 +9,8 @@ import {
   type ReadinessCheckName,
   type ReadinessReport,
 } from '../../domain/readiness.ts';
+import { withGateOverrides } from '../../domain/readiness-gates.ts';
+import type { GateOverride } from '../../domain/gate-overrides.ts';
 import type { ReadinessInput } from '../../model/readiness.ts';
 
 export class ReadinessState {
@@ -19,6 +21,8 @@ export class ReadinessState {
    * (a survey from before them), not shown as still running.
    */
   surveyed = false;
+  /** The policy's gate overrides: the report says what the gates will do under them. */
+  overrides: GateOverride | undefined;
   private readonly checks = new Map<ReadinessCheckName, ReadinessCheck>();
 
   constructor(input: ReadinessInput) {
@@ -47,7 +51,7 @@ export class ReadinessState {
         ...(this.fromVersion ? { fromVersion: this.fromVersion } : {}),
         targetVersion,
       },
-      [...this.checks.values(), ...pending],
+      [...withGateOverrides([...this.checks.values()], this.overrides), ...pending],
     );
   }
 }

@@ -17,6 +17,7 @@ export async function readinessWorkflow(input: ReadinessInput): Promise<Readines
   const target = await readTarget(s);
   const policies = target ? policiesOf(s, target) : undefined;
   if (!target || !policies) return s.report();
+  s.overrides = policies.upgrade.gateOverride;
   calendar(s, policies);
   // The workload reads at once: each is independent of the others.
   const [survey] = await Promise.all([surveyDrain(s, policies), health(s, policies)]);
