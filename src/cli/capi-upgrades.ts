@@ -19,6 +19,7 @@ import { basename } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { ConfigError, parseConfig } from '../config/index.ts';
+import { variable } from '../config/environment.ts';
 import type { UpgradePhase } from '../model/cluster-upgrade.ts';
 import { holdLines } from './held.ts';
 import {
@@ -62,7 +63,7 @@ import {
 } from './rollouts.ts';
 
 // The name it was run by: `kubectl capi-upgrades` when kubectl runs it as a plugin.
-const INVOKED_AS = process.env.CAPI_UPGRADES_INVOKED_AS ?? basename(process.argv[1] ?? 'capi-upgrades', '.js');
+const INVOKED_AS = variable('CAPI_UPGRADES_INVOKED_AS') ?? basename(process.argv[1] ?? 'capi-upgrades', '.js');
 const PROGRAM = INVOKED_AS.startsWith('kubectl') ? 'kubectl capi-upgrades' : 'capi-upgrades';
 
 const USAGE = `usage: ${PROGRAM} <command> [options]
@@ -169,7 +170,7 @@ async function completeWords(words: string[]): Promise<number> {
   const names = async (read: (c: Client) => Promise<string[]>) => {
     try {
       if (!client) {
-        const settings = parseConfig(process.env).temporal;
+        const settings = parseConfig().temporal;
         connection = await Connection.connect({
           ...connectionOptions(settings, readTemporalCredentials(settings)),
           connectTimeout: 2_000,
@@ -291,7 +292,7 @@ async function main(argv: string[]): Promise<number> {
       tty: process.stdout.isTTY === true,
     });
 
-  const settings = parseConfig(process.env).temporal;
+  const settings = parseConfig().temporal;
   let connection: Connection;
   try {
     connection = await Connection.connect(connectionOptions(settings, readTemporalCredentials(settings)));

@@ -27,14 +27,12 @@ import {
 import { StandInUpgrader } from './in-memory-node-upgrader.ts';
 import { startDevServer } from './temporal-dev-server.ts';
 import { devDataDir, devStateFile, type DevState } from './dev-state.ts';
+import { processEnvironment, setVariable, variable } from '../config/environment.ts';
 
 type Mode = 'embedded' | 'existing' | 'none';
 
-function modeOf(env: NodeJS.ProcessEnv): Mode {
-  if (env.MANAGEMENT_KUBECONFIG) return 'existing';
-  const management = env.MANAGEMENT ?? 'embedded';
-  if (management === 'none' || management === 'embedded') return management;
-  throw new Error(`MANAGEMENT=${management}: expected embedded (the default) or none`);
+function modeOf(): Mode {
+  return variable('MANAGEMENT_KUBECONFIG') ? 'existing' : variable('MANAGEMENT');
 }
 
 /**
@@ -78,11 +76,11 @@ async function ensureNamespace(kubeconfig: string, name: string): Promise<void> 
 
 async function dev(components: Components): Promise<void> {
   const started = Date.now();
-  const mode = modeOf(process.env);
+  const mode = modeOf();
   const dataDir = devDataDir();
   const certDir = join(dataDir, 'certs');
-  const temporalPort = Number(process.env.TEMPORAL_PORT ?? 7233);
-  const uiPort = Number(process.env.TEMPORAL_UI_PORT ?? 8233);
+  const temporalPort = variable('TEMPORAL_PORT');
+  const uiPort = variable('TEMPORAL_UI_PORT');
   const { created } = ensureDevServingCertificate(certDir);
   const clientCerts =
     mode === 'embedded' ? ensureCapiClientCertificates(join(dataDir, 'capi-client-certs')) : undefined;
@@ -90,7 +88,7 @@ async function dev(components: Components): Promise<void> {
   // Temporal and the management cluster start side by side: each takes seconds to minutes.
   const [temporalStart, managementStart] = await Promise.allSettled([
     startDevServer({
-      executable: process.env.TEMPORAL_CLI ?? 'temporal',
+      executable: variable('TEMPORAL_CLI'),
       dbFilename: join(dataDir, 'temporal.db'),
       logFile: join(dataDir, 'temporal.log'),
       port: temporalPort,
@@ -119,9 +117,9 @@ async function dev(components: Components): Promise<void> {
   if (management) {
     await ensureNamespace(management.state.managementKubeconfig, DEFAULT_NODE_UPGRADER_NAMESPACE);
     // The activities and the request checks find the management cluster by this variable.
-    process.env.MANAGEMENT_KUBECONFIG = management.state.managementKubeconfig;
+    setVariable('MANAGEMENT_KUBECONFIG', management.state.managementKubeconfig);
   }
-  const managementKubeconfig = process.env.MANAGEMENT_KUBECONFIG;
+  const managementKubeconfig = variable('MANAGEMENT_KUBECONFIG');
   const config = parseConfig({
     HOOK_SERVER_HOST: '127.0.0.1',
     OPS_SERVER_HOST: '127.0.0.1',
@@ -138,9 +136,9 @@ async function dev(components: Components): Promise<void> {
           NODE_UPGRADER_NAMESPACE: DEFAULT_NODE_UPGRADER_NAMESPACE,
         }
       : {}),
-    ...process.env,
+    ...processEnvironment(),
     TEMPORAL_ADDRESS: temporal.address,
-    TLS_CERT_DIR: process.env.TLS_CERT_DIR ?? certDir,
+    TLS_CERT_DIR: processEnvironment().TLS_CERT_DIR ?? certDir,
   });
   // The SDK's logs as JSON lines, as in production: a failed activity is one line, not a stack per retry.
   const log = createLogger(config.logLevel);

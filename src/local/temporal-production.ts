@@ -9,6 +9,7 @@ import { Connection } from '@temporalio/client';
 import { ensureSearchAttributes } from '../temporal-setup.ts';
 import { logTail } from './log-tail.ts';
 import type { DevServer } from './temporal-dev-server.ts';
+import { childEnvironment } from '../config/environment.ts';
 
 export type TemporalServiceName = 'frontend' | 'history' | 'matching' | 'worker';
 
@@ -52,12 +53,11 @@ async function run(args: string[], env: NodeJS.ProcessEnv, timeoutMs: number): P
 
 export async function startProductionTemporal(options: ProductionTemporalOptions): Promise<ProductionTemporal> {
   const timeoutMs = options.startTimeoutMs ?? 180_000;
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
+  const env = childEnvironment({
     ...(options.namespace ? { TEMPORAL_PRODUCTION_NAMESPACE: options.namespace } : {}),
     ...(options.historyShards ? { TEMPORAL_PRODUCTION_SHARDS: String(options.historyShards) } : {}),
     TEMPORAL_PRODUCTION_TIMEOUT: String(Math.ceil(timeoutMs / 1000)),
-  };
+  });
   try {
     await run(['up', options.stateDir], env, timeoutMs + 30_000);
   } catch (err) {

@@ -20,7 +20,7 @@ async function main(): Promise<number> {
   }
   let config;
   try {
-    config = parseConfig(process.env);
+    config = parseConfig();
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     console.error(err.message);

@@ -7,7 +7,7 @@
 //   3 activities, workflows (a workflow imports activities' types only: the lint rule says why;
 //     an activity imports no workflow code but the message definitions, the workflows' contract,
 //     to signal one as the api does)
-//   4 process settings: config/, log.ts
+//   4 process settings: config/ (the only reader of process.env: variables.ts declares each variable), log.ts
 //   5 api, cli, ops, local, the worker and main; on this floor the api reaches Kubernetes through
 //     the platform, never through activities (whose errors are Temporal failures), and ops
 //     (jobs and probes the api also uses) imports nothing of the api
@@ -128,6 +128,24 @@ function strayTemporalClients(files: readonly { file: string; text: string }[]):
     .map(({ file }) => file);
 }
 
+/**
+ * Files outside src/config that read process.env themselves, and why. Everything else asks
+ * src/config for a declared variable, so each is parsed and reported in one place.
+ */
+const PROCESS_ENV_READERS: readonly string[] = [
+  // The activities' fallback when given no KubeConfig (their tests) finds the management cluster by
+  // MANAGEMENT_KUBECONFIG; the platform floor cannot import config. Processes pass it from config.
+  'src/platform/kube/clients.ts',
+];
+
+/** Files under src/ outside src/config (and the readers above) that read process.env. */
+function strayEnvReaders(files: readonly { file: string; text: string }[]): string[] {
+  return files
+    .filter(({ file }) => !file.startsWith('src/config/') && !PROCESS_ENV_READERS.includes(file))
+    .filter(({ text }) => /\bprocess\.env\b/.test(text))
+    .map(({ file }) => file);
+}
+
 /** Arrows between the tests and the benches, and from src or support/ into either. */
 function crossedArrows(arrows: readonly Arrow[]): string[] {
   const top = (f: string) => f.split('/')[0];
@@ -237,6 +255,20 @@ describe('import floors', () => {
     expect(src.filter(({ file, text }) => file.startsWith('src/activities/') && importsTemporalClient(text))).toEqual(
       [],
     );
+  });
+
+  it('only src/config reads process.env', () => {
+    expect(
+      strayEnvReaders([
+        { file: 'src/cli/x.ts', text: "const who = process.env.USER ?? 'unknown';" },
+        { file: 'src/local/y.ts', text: 'spawn(cmd, { env: { ...process.env, A: "1" } });' },
+        { file: 'src/config/ok.ts', text: 'parseConfig(process.env);' },
+        { file: 'src/cli/ok.ts', text: "variable('USER');" },
+      ]),
+    ).toEqual(['src/cli/x.ts', 'src/local/y.ts']);
+    const src = sourceFiles('src').map((file) => ({ file, text: readFileSync(file, 'utf8') }));
+    expect(src.filter(({ file }) => file.startsWith('src/config/')).length).toBeGreaterThan(0);
+    expect(strayEnvReaders(src)).toEqual([]);
   });
 
   it('tests and benches do not import each other, and src imports neither', () => {
