@@ -8,14 +8,14 @@
 // everything on Ctrl-C, in reverse order, even while it is still starting.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { withTemporal } from '../platform/temporal/session.ts';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { parseConfig } from '../config/index.ts';
 import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../model/machine-update.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
 import { createLogger } from '../log.ts';
 import { installRuntime, run } from '../main.ts';
-import { promoteWorkerVersion } from '../ops/worker-deployment.ts';
+import { promoteWorkerVersion } from '../platform/temporal/worker-deployment.ts';
 import { ensureDevServingCertificate } from './certs.ts';
 import {
   DEV_EXTENSION_NAME,
@@ -148,18 +148,18 @@ async function dev(components: Components): Promise<void> {
   if (components.stopped) return;
 
   // Self-check: one workflow through client → server → worker → activity.
-  const connection = await Connection.connect({ address: temporal.address });
-  const client = new Client({ connection, namespace: temporal.namespace });
   // Unversioned unless TEMPORAL_WORKER_BUILD_ID is given (to rehearse a rollout): then this build
   // is made current at once, as config/versioning's Job does, or nothing would reach it.
   const version = config.workerVersioning;
-  if (version) await promoteWorkerVersion(connection, temporal.namespace, version, { timeoutMs: 60_000, pollMs: 250 });
-  const probe = await client.workflow.execute(workflowTypes.heartbeatProbe, {
-    taskQueue: config.temporal.taskQueue,
-    workflowId: `self-check-${Date.now()}`,
-    args: [{ name: 'make dev', waitSeconds: 0 }],
+  const probe = await withTemporal(temporal, async (session) => {
+    if (version)
+      await promoteWorkerVersion(session.connection, session.namespace, version, { timeoutMs: 60_000, pollMs: 250 });
+    return session.execute(workflowTypes.heartbeatProbe, {
+      taskQueue: config.temporal.taskQueue,
+      workflowId: `self-check-${Date.now()}`,
+      args: [{ name: 'make dev', waitSeconds: 0 }],
+    });
   });
-  await connection.close();
 
   const hookUrl = running.hookServer?.url ?? '(api role off)';
   const caFile = join(certDir, 'ca.crt');

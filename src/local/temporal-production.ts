@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import { Connection } from '@temporalio/client';
+import { withTemporal } from '../platform/temporal/session.ts';
 import { ensureSearchAttributes } from '../temporal-setup.ts';
 import { logTail } from './log-tail.ts';
 import type { DevServer } from './temporal-dev-server.ts';
@@ -75,12 +75,7 @@ export async function startProductionTemporal(options: ProductionTemporalOptions
   };
   try {
     // As the extension does at its start, so tests that start workflows directly can set them.
-    const connection = await Connection.connect({ address: state.address });
-    try {
-      await ensureSearchAttributes(connection, state.namespace);
-    } finally {
-      await connection.close();
-    }
+    await withTemporal(state, (temporal) => ensureSearchAttributes(temporal.connection, state.namespace));
   } catch (err) {
     await stop();
     throw err;

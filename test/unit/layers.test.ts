@@ -12,8 +12,8 @@
 //     the platform, never through activities (whose errors are Temporal failures), and ops
 //     (jobs and probes the api also uses) imports nothing of the api
 // @temporalio/client is held only in platform/temporal, the process wiring (main, worker*,
-// temporal-setup) and the api, cli, ops and local: never in activities, workflows, domain, model,
-// config or platform/kube.
+// temporal-setup) and the api and cli: never in ops or local (they use platform/temporal's ports and
+// sessions), activities, workflows, domain, model, config or platform/kube.
 // And the tests and the benches share code only through src/ and support/ (neither imports the other;
 // support/ and src/ import neither).
 import { readdirSync, readFileSync } from 'node:fs';
@@ -105,8 +105,9 @@ function importsTemporalClient(text: string): boolean {
 /**
  * Where a Temporal Client (or any of @temporalio/client) may be held: the platform's Temporal
  * adapter, the processes that wire it (main, the worker, the search-attribute setup) and the edge
- * floor that talks to the workflow service directly (api, cli, ops, local). Activities reach other
- * workflows through platform/temporal's ports; domain, model, workflows and config never do.
+ * floor that talks to the workflow service directly (api, cli). Ops and local go through platform/temporal
+ * (ports, sessions, Worker Deployment calls), and so do the activities, which reach other workflows
+ * through its ports; domain, model, workflows and config never hold one.
  */
 const TEMPORAL_CLIENT_HOLDERS: readonly string[] = [
   'src/platform/temporal/',
@@ -116,8 +117,6 @@ const TEMPORAL_CLIENT_HOLDERS: readonly string[] = [
   'src/temporal-setup.ts',
   'src/api/',
   'src/cli/',
-  'src/ops/',
-  'src/local/',
 ];
 
 /** Files under src/ that import @temporalio/client outside the holders. */
@@ -230,7 +229,7 @@ describe('import floors', () => {
     expect(temporal).toEqual([]);
   });
 
-  it('@temporalio/client is imported only by platform/temporal, the process wiring and the api, cli, ops and local', () => {
+  it('@temporalio/client is imported only by platform/temporal, the process wiring and the api and cli', () => {
     expect(importsTemporalClient("import { WorkflowNotFoundError, type Client } from '@temporalio/client';")).toBe(
       true,
     );
