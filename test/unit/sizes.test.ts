@@ -40,7 +40,6 @@ const KNOWN: Readonly<Record<string, number>> = {
   'src/domain/upgrade-plan-validator.ts:validateWorkers': 90,
   'src/domain/upgrade-plan.ts:plan': 176,
   'src/domain/upgrade-policy.ts:resolveUpgradePolicy': 117,
-  'src/local/dev.ts:dev': 152,
 };
 
 function sourceFiles(dir: string): string[] {
