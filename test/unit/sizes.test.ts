@@ -32,7 +32,6 @@ const KNOWN: Readonly<Record<string, number>> = {
   'src/api/hook-route.ts:registerHook/handler': 87,
   'src/api/machine-updates.ts:createInPlaceHandlers': 180,
   'src/api/machine-updates.ts:createInPlaceHandlers/updateMachine': 136,
-  'src/cli/capi-upgrades.ts:main': 167,
   'src/domain/alert-policy.ts:resolveAlertPolicy': 92,
   'src/domain/cluster-health.ts:evaluateHealth': 124,
   'src/domain/in-place.ts:diffObject': 83,
