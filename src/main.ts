@@ -6,6 +6,7 @@ import { Runtime } from '@temporalio/worker';
 import { managementKubeConfig } from './platform/kube/clients.ts';
 import type { HookServer } from './api/server.ts';
 import { ConfigError, parseConfig, type AppConfig } from './config/index.ts';
+import { variable } from './config/environment.ts';
 import { configureWorkloadReads } from './platform/kube/workload-kube-config.ts';
 import type { OpsServer } from './ops/ops-server.ts';
 import { components, type Component, type Shared } from './process-components.ts';
@@ -42,7 +43,9 @@ function shared(config: AppConfig, log: Logger): Shared {
   // cluster); none at all starts anyway, and each component that needs one says what it cannot do
   // (the worker's activities, the api's request checks and node checks). One KubeConfig, so the
   // api's reads and the worker's share one connection pool under ROLE=all.
-  const management = managementKubeConfig();
+  const management = managementKubeConfig(variable('MANAGEMENT_KUBECONFIG'), {
+    KUBERNETES_SERVICE_HOST: variable('KUBERNETES_SERVICE_HOST'),
+  });
   // Lazy: the hook server starts (and answers "unavailable") while Temporal is down.
   const temporal = new TemporalClients(config.temporal, credentials);
   ensureSearchAttributes(temporal.connection, config.temporal.namespace).then(

@@ -23,6 +23,7 @@ import type { AppConfig } from './config/index.ts';
 import { startOpsServer, type HealthCheck, type OpsServer } from './ops/ops-server.ts';
 import { startTemporalProbe } from './ops/temporal-probe.ts';
 import { startVisibilityGauges } from './ops/visibility-gauges.ts';
+import { visibilityPort } from './platform/temporal/visibility.ts';
 import { NodeUpgradeWatch } from './activities/node-upgrade-watch.ts';
 import type { TemporalClients } from './platform/temporal/clients.ts';
 import { workflowPort } from './platform/temporal/workflows.ts';
@@ -34,7 +35,7 @@ import {
 import type { Logger } from './log.ts';
 import { WorkerHost } from './worker-host.ts';
 import { createWorker } from './worker.ts';
-import { waitForDrain } from './ops/worker-deployment.ts';
+import { waitForDrain } from './platform/temporal/worker-deployment.ts';
 import type { BuildInfo } from './version.ts';
 
 export interface Component {
@@ -322,7 +323,7 @@ function gauges(s: Shared): Component {
   return {
     name: 'visibility gauges',
     start: async () => {
-      running = startVisibilityGauges(s.temporal.client);
+      running = startVisibilityGauges(visibilityPort(s.temporal.client));
     },
     stop: async () => running?.stop(),
   };

@@ -4,6 +4,9 @@
 // Shown at the ops server's /version, in the start-up log, as capi_upgrade_build_info, and in
 // the memo of each upgrade the api starts (docs/release.md).
 import { readFileSync } from 'node:fs';
+import { EnvReader } from './config/env.ts';
+import { processEnvironment } from './config/environment.ts';
+import { RELEASE_VERSION as VERSION } from './config/variables.ts';
 
 export interface BuildInfo {
   /** `v0.2.0` from the image; `v0.1.0-dev` from a checkout. */
@@ -14,25 +17,23 @@ export interface BuildInfo {
   node: string;
 }
 
-/** A version a label, a log line and a memo can carry: vMAJOR.MINOR.PATCH with an optional suffix. */
-const VERSION = /^v\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]{1,64})?$/;
-
 export class VersionError extends Error {}
 
-export function buildInfo(env: NodeJS.ProcessEnv = process.env, packageJson = defaultPackageJson): BuildInfo {
-  const stamped = env['CAPI_UPGRADE_VERSION'];
+export function buildInfo(
+  env: Record<string, string | undefined> = processEnvironment(),
+  packageJson = defaultPackageJson,
+): BuildInfo {
+  const read = new EnvReader(env);
+  const stamped = read.get('CAPI_UPGRADE_VERSION');
+  if (read.problems.length > 0) throw new VersionError(read.problems.join('; '));
   let version: string;
   if (stamped) {
-    if (!VERSION.test(stamped))
-      throw new VersionError(
-        `CAPI_UPGRADE_VERSION=${JSON.stringify(stamped.slice(0, 80))}: expected vMAJOR.MINOR.PATCH (the image's VERSION build arg)`,
-      );
     version = stamped;
   } else {
     const { version: pkg } = JSON.parse(packageJson()) as { version?: unknown };
     version = typeof pkg === 'string' && VERSION.test(`v${pkg}`) ? `v${pkg}-dev` : 'v0.0.0-dev';
   }
-  return { version, buildId: env['TEMPORAL_WORKER_BUILD_ID'] ?? '', node: process.version };
+  return { version, buildId: read.get('TEMPORAL_WORKER_BUILD_ID') ?? '', node: process.version };
 }
 
 /** package.json beside src/ (a checkout) or dist/ (the image copies it to /app). */

@@ -19,6 +19,7 @@ import { basename } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { ConfigError, parseConfig } from '../config/index.ts';
+import { variable } from '../config/environment.ts';
 import type { UpgradePhase } from '../model/cluster-upgrade.ts';
 import { holdLines } from './held.ts';
 import {
@@ -62,7 +63,7 @@ import {
 } from './rollouts.ts';
 
 // The name it was run by: `kubectl capi-upgrades` when kubectl runs it as a plugin.
-const INVOKED_AS = process.env.CAPI_UPGRADES_INVOKED_AS ?? basename(process.argv[1] ?? 'capi-upgrades', '.js');
+const INVOKED_AS = variable('CAPI_UPGRADES_INVOKED_AS') ?? basename(process.argv[1] ?? 'capi-upgrades', '.js');
 const PROGRAM = INVOKED_AS.startsWith('kubectl') ? 'kubectl capi-upgrades' : 'capi-upgrades';
 
 const USAGE = `usage: ${PROGRAM} <command> [options]
@@ -169,7 +170,7 @@ async function completeWords(words: string[]): Promise<number> {
   const names = async (read: (c: Client) => Promise<string[]>) => {
     try {
       if (!client) {
-        const settings = parseConfig(process.env).temporal;
+        const settings = parseConfig().temporal;
         connection = await Connection.connect({
           ...connectionOptions(settings, readTemporalCredentials(settings)),
           connectTimeout: 2_000,
@@ -195,51 +196,66 @@ async function completeWords(words: string[]): Promise<number> {
   return 0;
 }
 
-async function main(argv: string[]): Promise<number> {
-  if (INVOKED_AS.startsWith('kubectl_complete')) return await completeWords(argv);
-  if (argv[0] === '__complete') return await completeWords(argv.slice(1));
-  const parse = () =>
-    parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        phase: { type: 'string' },
-        namespace: { type: 'string' },
-        all: { type: 'boolean' },
-        reason: { type: 'string' },
-        output: { type: 'string', short: 'o' },
-        // rollout
-        selector: { type: 'string' },
-        namespaces: { type: 'string' },
-        'cluster-class': { type: 'string' },
-        version: { type: 'string' },
-        waves: { type: 'string' },
-        soak: { type: 'string' },
-        'max-concurrent': { type: 'string' },
-        'failure-budget': { type: 'string' },
-        'cluster-deadline': { type: 'string' },
-        'approve-before': { type: 'string' },
-        'approve-after': { type: 'string' },
-        wave: { type: 'string' },
-        by: { type: 'string' },
-        'abort-in-flight': { type: 'boolean' },
-        watch: { type: 'boolean', short: 'w' },
-        interval: { type: 'string' },
-        timeout: { type: 'string' },
-        // readiness
-        to: { type: 'string' },
-        setting: { type: 'string', multiple: true },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
-  let parsed: ReturnType<typeof parse>;
+/** The command line's options (every command's: each checks its own below). */
+const OPTIONS = {
+  phase: { type: 'string' },
+  namespace: { type: 'string' },
+  all: { type: 'boolean' },
+  reason: { type: 'string' },
+  output: { type: 'string', short: 'o' },
+  // rollout
+  selector: { type: 'string' },
+  namespaces: { type: 'string' },
+  'cluster-class': { type: 'string' },
+  version: { type: 'string' },
+  waves: { type: 'string' },
+  soak: { type: 'string' },
+  'max-concurrent': { type: 'string' },
+  'failure-budget': { type: 'string' },
+  'cluster-deadline': { type: 'string' },
+  'approve-before': { type: 'string' },
+  'approve-after': { type: 'string' },
+  wave: { type: 'string' },
+  by: { type: 'string' },
+  'abort-in-flight': { type: 'boolean' },
+  watch: { type: 'boolean', short: 'w' },
+  interval: { type: 'string' },
+  timeout: { type: 'string' },
+  // readiness
+  to: { type: 'string' },
+  setting: { type: 'string', multiple: true },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+function parseCommandLine(argv: string[]) {
   try {
-    parsed = parse();
+    return parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
   } catch (err) {
     // Unknown option, missing value: a usage error (exit 2), one line.
     throw new UsageError((err instanceof Error ? err.message : String(err)).split('\n')[0] ?? 'bad arguments');
   }
-  const { values, positionals } = parsed;
+}
+
+/** A checked command line, ready to run against Temporal. */
+interface Plan {
+  command: string;
+  values: ReturnType<typeof parseCommandLine>['values'];
+  rollout: { sub: string; name: string | undefined } | undefined;
+  flags: RolloutFlags;
+  rolloutStart: ReturnType<typeof rolloutInput> | undefined;
+  fleet: ReturnType<typeof readinessFleet> | undefined;
+  cluster: ReturnType<typeof parseClusterKey> | undefined;
+  readiness: ReturnType<typeof readinessInput> | undefined;
+  watching: boolean;
+  json: boolean;
+  phase: UpgradePhase | undefined;
+  watchOn: (read: Parameters<typeof watch>[0]['read']) => ReturnType<typeof watch>;
+}
+
+async function main(argv: string[]): Promise<number> {
+  if (INVOKED_AS.startsWith('kubectl_complete')) return await completeWords(argv);
+  if (argv[0] === '__complete') return await completeWords(argv.slice(1));
+  const { values, positionals } = parseCommandLine(argv);
   const [command, target] = positionals;
   if (values.help || !command) {
     console.log(USAGE);
@@ -291,7 +307,15 @@ async function main(argv: string[]): Promise<number> {
       tty: process.stdout.isTTY === true,
     });
 
-  const settings = parseConfig(process.env).temporal;
+  const plan = { command, values, rollout, flags, rolloutStart, fleet, cluster, readiness, watching, json, phase };
+  return await execute({ ...plan, watchOn });
+}
+
+/** Connects to Temporal and runs the command. */
+async function execute(plan: Plan): Promise<number> {
+  const { command, values, rollout, flags, rolloutStart, fleet, cluster, readiness, watching, json, phase, watchOn } =
+    plan;
+  const settings = parseConfig().temporal;
   let connection: Connection;
   try {
     connection = await Connection.connect(connectionOptions(settings, readTemporalCredentials(settings)));

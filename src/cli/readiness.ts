@@ -13,6 +13,7 @@ import { parseClusterKey, UsageError, type ClusterKey } from './operations.ts';
 import { table } from './table.ts';
 import { CAPI_CORE, type ClusterObject } from '../platform/kube/capi-api.ts';
 import { stableError } from '../platform/kube/stable-error.ts';
+import { variable } from '../config/environment.ts';
 
 export const READINESS_USAGE = `  readiness <namespace>/<cluster> --to <version> [--setting KEY=VALUE ...]
                                  what would block an upgrade to <version> now: the plan, removed APIs,
@@ -167,10 +168,10 @@ export async function runFleetReadiness(
  * ~/.kube/config). The Kubernetes client is loaded here, not at the CLI's start: every other
  * command talks to Temporal only, and loading it costs each of them its start-up time.
  */
-function fleetKubeConfig(env: NodeJS.ProcessEnv, k8s: typeof K8s): K8s.KubeConfig {
+function fleetKubeConfig(kubeconfig: string | undefined, k8s: typeof K8s): K8s.KubeConfig {
   const kc = new k8s.KubeConfig();
   try {
-    if (env.MANAGEMENT_KUBECONFIG) kc.loadFromFile(env.MANAGEMENT_KUBECONFIG);
+    if (kubeconfig) kc.loadFromFile(kubeconfig);
     else kc.loadFromDefault();
   } catch (err) {
     throw new UsageError(
@@ -183,10 +184,10 @@ function fleetKubeConfig(env: NodeJS.ProcessEnv, k8s: typeof K8s): K8s.KubeConfi
 /** Every Cluster of `namespace` (of every namespace when unset), sorted: list calls only. */
 export async function listClusters(
   namespace: string | undefined,
-  env: NodeJS.ProcessEnv = process.env,
+  kubeconfig: string | undefined = variable('MANAGEMENT_KUBECONFIG'),
 ): Promise<ClusterKey[]> {
   const k8s = await import('@kubernetes/client-node');
-  const custom = fleetKubeConfig(env, k8s).makeApiClient(k8s.CustomObjectsApi);
+  const custom = fleetKubeConfig(kubeconfig, k8s).makeApiClient(k8s.CustomObjectsApi);
   const keys: ClusterKey[] = [];
   let page: string | undefined;
   try {

@@ -17,6 +17,7 @@ import {
   resumeSignal,
 } from '../workflows/messages.ts';
 import { fleetRolloutMemo, readMemo } from '../platform/temporal/memo.ts';
+import { variable } from '../config/environment.ts';
 
 export const ROLLOUT_USAGE = `  rollout start <name> --selector SEL --version V --waves 1,10%,100%
                 [--namespaces A,B] [--cluster-class C] [--soak 30m] [--max-concurrent 5]
@@ -165,7 +166,7 @@ export async function controlRollout(client: Client, name: string, control: Roll
   if (control === 'approve') {
     const wave = whole('wave', f.wave, 0);
     if (wave < 1) throw new UsageError('rollout approve: --wave N is required');
-    await handle.signal(approveWaveSignal, { wave, by: f.by ?? process.env.USER ?? 'unknown' });
+    await handle.signal(approveWaveSignal, { wave, by: f.by ?? variable('USER') ?? 'unknown' });
   } else if (control === 'abort') {
     await handle.signal(abortRolloutSignal, {
       ...(f.reason ? { reason: f.reason } : {}),

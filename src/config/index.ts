@@ -1,17 +1,9 @@
 // Process configuration from environment variables, parsed once at start into
 // a typed object. Every problem is reported at once, naming the variable. The
 // hook server's part is server.ts; reading variables is env.ts.
-import {
-  DEFAULT_JOB_IMAGE,
-  binarySourceProblem,
-  isPinnedImage,
-  parseBinaryVolume,
-  type BinaryVolume,
-} from '../domain/node-binaries.ts';
-import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../model/machine-update.ts';
+import { binarySourceProblem, isPinnedImage, parseBinaryVolume, type BinaryVolume } from '../domain/node-binaries.ts';
 import type { TemporalConnectionSettings, TemporalTlsSettings } from '../platform/temporal/connection.ts';
-import { parseWorkerVersioning, type WorkerVersioning } from '../platform/temporal/worker-versioning.ts';
-import { DNS1123_LABEL } from '../model/cluster-upgrade.ts';
+import { versioningFieldProblem, type WorkerVersioning } from '../platform/temporal/worker-versioning.ts';
 import { EnvReader } from './env.ts';
 import { readHandlers, readServerConfig, type HandlerConfig, type ServerConfig } from './server.ts';
 import { readWorkloadReadLimits } from './workload-reads.ts';
@@ -103,46 +95,41 @@ export class ConfigError extends Error {
 /** WORKER_*: the worker's slots and cache, and how often a waiting node upgrade is polled. */
 function workerTuning(read: EnvReader): WorkerTuning {
   const tuning = {
-    maxConcurrentActivityTaskExecutions: read.optionalInt('WORKER_MAX_CONCURRENT_ACTIVITIES', 1, 10_000),
-    maxConcurrentWorkflowTaskExecutions: read.optionalInt('WORKER_MAX_CONCURRENT_WORKFLOW_TASKS', 2, 10_000),
-    maxCachedWorkflows: read.optionalInt('WORKER_MAX_CACHED_WORKFLOWS', 0, 100_000),
+    maxConcurrentActivityTaskExecutions: read.get('WORKER_MAX_CONCURRENT_ACTIVITIES'),
+    maxConcurrentWorkflowTaskExecutions: read.get('WORKER_MAX_CONCURRENT_WORKFLOW_TASKS'),
+    maxCachedWorkflows: read.get('WORKER_MAX_CACHED_WORKFLOWS'),
   };
   return {
     ...(Object.fromEntries(Object.entries(tuning).filter(([, v]) => v !== undefined)) as Omit<
       WorkerTuning,
       'nodeUpgradePollMs'
     >),
-    // One GET per waiting upgrade per interval; the watch heartbeats every 3 s whatever the interval.
-    nodeUpgradePollMs: read.duration('NODE_UPGRADE_POLL_INTERVAL', 500, 100, 5_000),
+    nodeUpgradePollMs: read.get('NODE_UPGRADE_POLL_INTERVAL'),
   };
 }
 
 /** NODE_UPGRADE_*: the Job's image by digest, an https or file:/// binary source, the checksums file. */
 function nodeUpgradeJob(read: EnvReader): NodeUpgradeJobSettings {
-  const allowUnpinned = read.bool('NODE_UPGRADE_JOB_ALLOW_UNPINNED_IMAGE', false);
-  const image = read.str('NODE_UPGRADE_JOB_IMAGE', DEFAULT_JOB_IMAGE);
+  const allowUnpinned = read.get('NODE_UPGRADE_JOB_ALLOW_UNPINNED_IMAGE');
+  const image = read.get('NODE_UPGRADE_JOB_IMAGE');
   if (!isPinnedImage(image) && !allowUnpinned)
-    read.problems.push(
-      `NODE_UPGRADE_JOB_IMAGE=${JSON.stringify(image)}: not pinned by digest (<image>@sha256:<64 hex>); ` +
+    read.refuse(
+      'NODE_UPGRADE_JOB_IMAGE',
+      'not pinned by digest (<image>@sha256:<64 hex>); ' +
         'a tag can be moved to other content (set NODE_UPGRADE_JOB_ALLOW_UNPINNED_IMAGE=true to accept it)',
     );
-  const allowHttpBinarySource = read.bool('NODE_UPGRADE_BINARY_SOURCE_ALLOW_HTTP', false);
-  const binarySource = read.env.NODE_UPGRADE_BINARY_SOURCE || undefined;
+  const allowHttpBinarySource = read.get('NODE_UPGRADE_BINARY_SOURCE_ALLOW_HTTP');
+  const binarySource = read.get('NODE_UPGRADE_BINARY_SOURCE');
   const sourceProblem = binarySource && binarySourceProblem(binarySource, allowHttpBinarySource);
-  if (sourceProblem) read.problems.push(`NODE_UPGRADE_BINARY_SOURCE=${JSON.stringify(binarySource)}: ${sourceProblem}`);
-  const checksumsFile = read.env.NODE_UPGRADE_CHECKSUMS_FILE || undefined;
-  if (checksumsFile && !checksumsFile.startsWith('/'))
-    read.problems.push(`NODE_UPGRADE_CHECKSUMS_FILE=${JSON.stringify(checksumsFile)}: expected an absolute path`);
-  const volumeText = read.env.NODE_UPGRADE_BINARY_VOLUME || undefined;
+  if (sourceProblem) read.refuse('NODE_UPGRADE_BINARY_SOURCE', sourceProblem);
+  const checksumsFile = read.get('NODE_UPGRADE_CHECKSUMS_FILE');
+  const volumeText = read.get('NODE_UPGRADE_BINARY_VOLUME');
   const volume = volumeText ? parseBinaryVolume(volumeText, allowUnpinned) : undefined;
-  if (volume && !volume.ok)
-    read.problems.push(`NODE_UPGRADE_BINARY_VOLUME=${JSON.stringify(volumeText)}: ${volume.problem}`);
-  const ignoreText = read.env.NODE_UPGRADE_KUBEADM_IGNORE_PREFLIGHT_ERRORS || undefined;
-  const ignorePreflightErrors = ignoreText?.split(',').map((c) => c.trim());
-  if (ignorePreflightErrors?.some((c) => !/^[A-Za-z0-9][A-Za-z0-9.-]*$/.test(c)))
-    read.problems.push(
-      `NODE_UPGRADE_KUBEADM_IGNORE_PREFLIGHT_ERRORS=${JSON.stringify(ignoreText)}: expected comma-separated kubeadm preflight check names (e.g. SystemVerification)`,
-    );
+  if (volume && !volume.ok) read.refuse('NODE_UPGRADE_BINARY_VOLUME', volume.problem);
+  const ignorePreflightErrors = read
+    .get('NODE_UPGRADE_KUBEADM_IGNORE_PREFLIGHT_ERRORS')
+    ?.split(',')
+    .map((c) => c.trim());
   return {
     image,
     ...(binarySource ? { binarySource } : {}),
@@ -155,7 +142,7 @@ function nodeUpgradeJob(read: EnvReader): NodeUpgradeJobSettings {
 
 /** NOTIFICATION_WEBHOOK_URL: an http(s) URL (it may carry a token: never logged). */
 function notificationWebhook(read: EnvReader): Pick<AppConfig, 'notificationWebhookUrl'> {
-  const raw = read.env.NOTIFICATION_WEBHOOK_URL;
+  const raw = read.get('NOTIFICATION_WEBHOOK_URL');
   if (!raw) return {};
   let url: URL | undefined;
   try {
@@ -164,43 +151,29 @@ function notificationWebhook(read: EnvReader): Pick<AppConfig, 'notificationWebh
     url = undefined;
   }
   if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
-    read.problems.push('NOTIFICATION_WEBHOOK_URL: expected an http:// or https:// URL');
+    read.refuse('NOTIFICATION_WEBHOOK_URL');
     return {};
   }
   return { notificationWebhookUrl: raw };
 }
 
-function nodeUpgraderNamespace(read: EnvReader): string {
-  const raw = read.str('NODE_UPGRADER_NAMESPACE', DEFAULT_NODE_UPGRADER_NAMESPACE);
-  if (!DNS1123_LABEL.test(raw))
-    read.problems.push(`NODE_UPGRADER_NAMESPACE=${JSON.stringify(raw)}: not a namespace name`);
-  return raw;
-}
-
-function requestChecks(read: EnvReader): boolean {
-  const raw = read.str('HOOK_REQUEST_CHECKS', 'on');
-  if (raw === 'on' || raw === 'off') return raw === 'on';
-  read.problems.push(`HOOK_REQUEST_CHECKS=${JSON.stringify(raw)}: expected on or off`);
-  return true;
-}
-
 /** TLS, mTLS and API key settings, each problem named. */
 function temporalSecurity(read: EnvReader): Pick<TemporalConfig, 'tls' | 'apiKeyFile' | 'apiKey'> {
-  const file = (name: string) => read.env[name] || undefined;
-  const tlsFiles: TemporalTlsSettings = {
-    ...(file('TEMPORAL_TLS_CA_FILE') ? { caFile: file('TEMPORAL_TLS_CA_FILE') } : {}),
-    ...(file('TEMPORAL_TLS_SERVER_NAME') ? { serverName: file('TEMPORAL_TLS_SERVER_NAME') } : {}),
-    ...(file('TEMPORAL_TLS_CERT_FILE') ? { certFile: file('TEMPORAL_TLS_CERT_FILE') } : {}),
-    ...(file('TEMPORAL_TLS_KEY_FILE') ? { keyFile: file('TEMPORAL_TLS_KEY_FILE') } : {}),
+  const given = {
+    caFile: read.get('TEMPORAL_TLS_CA_FILE'),
+    serverName: read.get('TEMPORAL_TLS_SERVER_NAME'),
+    certFile: read.get('TEMPORAL_TLS_CERT_FILE'),
+    keyFile: read.get('TEMPORAL_TLS_KEY_FILE'),
   };
+  const tlsFiles = Object.fromEntries(Object.entries(given).filter(([, v]) => v)) as TemporalTlsSettings;
   if (Boolean(tlsFiles.certFile) !== Boolean(tlsFiles.keyFile))
     read.problems.push('TEMPORAL_TLS_CERT_FILE and TEMPORAL_TLS_KEY_FILE: set both (mTLS) or neither');
-  const apiKeyFile = file('TEMPORAL_API_KEY_FILE');
-  const apiKey = file('TEMPORAL_API_KEY');
+  const apiKeyFile = read.get('TEMPORAL_API_KEY_FILE');
+  const apiKey = read.get('TEMPORAL_API_KEY');
   if (apiKeyFile && apiKey) read.problems.push('TEMPORAL_API_KEY and TEMPORAL_API_KEY_FILE: set one, not both');
   const anyTls = Object.keys(tlsFiles).length > 0;
   // On when asked, or when anything needs it; an API key never travels in clear text.
-  const tls = read.bool('TEMPORAL_TLS', anyTls || Boolean(apiKeyFile || apiKey));
+  const tls = read.get('TEMPORAL_TLS') ?? (anyTls || Boolean(apiKeyFile || apiKey));
   if (!tls && anyTls)
     read.problems.push(
       `TEMPORAL_TLS=false contradicts ${Object.keys(tlsFiles).length} TLS setting(s) (TEMPORAL_TLS_*)`,
@@ -214,44 +187,55 @@ function temporalSecurity(read: EnvReader): Pick<TemporalConfig, 'tls' | 'apiKey
   };
 }
 
+/** TEMPORAL_WORKER_BUILD_ID turns Worker Versioning on; the Worker Controller's TEMPORAL_DEPLOYMENT_NAME wins. */
+function workerVersioning(read: EnvReader): Pick<AppConfig, 'workerVersioning' | 'workerDrainTimeoutMs'> {
+  const workerDrainTimeoutMs = read.get('WORKER_DRAIN_TIMEOUT');
+  const controllerName = read.get('TEMPORAL_DEPLOYMENT_NAME');
+  const nameVariable = controllerName ? 'TEMPORAL_DEPLOYMENT_NAME' : 'TEMPORAL_WORKER_DEPLOYMENT_NAME';
+  const deploymentName = controllerName ?? read.get('TEMPORAL_WORKER_DEPLOYMENT_NAME');
+  const problems = read.problems.length;
+  const nameProblem = versioningFieldProblem(deploymentName, 'deployment name');
+  if (nameProblem) read.problems.push(`${nameVariable}=${JSON.stringify(deploymentName)}: ${nameProblem}`);
+  const buildId = read.get('TEMPORAL_WORKER_BUILD_ID');
+  if (!buildId) return { workerDrainTimeoutMs };
+  const buildProblem = versioningFieldProblem(buildId, 'build id');
+  if (buildProblem) read.problems.push(`TEMPORAL_WORKER_BUILD_ID=${JSON.stringify(buildId)}: ${buildProblem}`);
+  return read.problems.length > problems
+    ? { workerDrainTimeoutMs }
+    : { workerVersioning: { deploymentName, buildId }, workerDrainTimeoutMs };
+}
+
 export function parseConfig(env: Record<string, string | undefined> = process.env): AppConfig {
   const read = new EnvReader(env);
-  const role = read.str('ROLE', 'all');
-  if (role !== 'all' && role !== 'api' && role !== 'worker')
-    read.problems.push(`ROLE=${JSON.stringify(role)}: expected all, api or worker`);
-
+  const role = read.get('ROLE');
   const server = readServerConfig(read);
   const handlers = readHandlers(read);
-
   const worker = workerTuning(read);
-
-  const versioning = parseWorkerVersioning(env);
-  read.problems.push(...versioning.problems);
+  const versioning = workerVersioning(read);
+  const sdkMetrics = read.get('TEMPORAL_SDK_METRICS_ADDRESS');
+  const bundle = read.get('WORKFLOW_BUNDLE_PATH');
   const config: AppConfig = {
-    role: role as Role,
-    logLevel: read.str('LOG_LEVEL', 'info'),
+    role,
+    logLevel: read.get('LOG_LEVEL'),
     server,
     handlers,
     temporal: {
-      address: read.str('TEMPORAL_ADDRESS', '127.0.0.1:7233'),
-      namespace: read.str('TEMPORAL_NAMESPACE', 'default'),
-      taskQueue: read.str('TEMPORAL_TASK_QUEUE', 'capi-upgrade-orchestrator'),
-      visibilityListsPerSecond: read.int('TEMPORAL_VISIBILITY_LISTS_PER_SECOND', 50, 1, 10_000),
+      address: read.get('TEMPORAL_ADDRESS'),
+      namespace: read.get('TEMPORAL_NAMESPACE'),
+      taskQueue: read.get('TEMPORAL_TASK_QUEUE'),
+      visibilityListsPerSecond: read.get('TEMPORAL_VISIBILITY_LISTS_PER_SECOND'),
       ...temporalSecurity(read),
-      reloadIntervalMs: read.duration('TEMPORAL_CREDENTIALS_RELOAD_INTERVAL', 30_000, 1_000, 3_600_000),
+      reloadIntervalMs: read.get('TEMPORAL_CREDENTIALS_RELOAD_INTERVAL'),
     },
-    ops: { host: read.str('OPS_SERVER_HOST', '0.0.0.0'), port: read.int('OPS_SERVER_PORT', 8080, 0, 65535) },
-    ...(read.env.TEMPORAL_SDK_METRICS_ADDRESS
-      ? { temporalSdkMetricsAddress: read.env.TEMPORAL_SDK_METRICS_ADDRESS }
-      : {}),
-    ...(read.env.WORKFLOW_BUNDLE_PATH ? { workflowBundlePath: read.env.WORKFLOW_BUNDLE_PATH } : {}),
+    ops: { host: read.get('OPS_SERVER_HOST'), port: read.get('OPS_SERVER_PORT') },
+    ...(sdkMetrics ? { temporalSdkMetricsAddress: sdkMetrics } : {}),
+    ...(bundle ? { workflowBundlePath: bundle } : {}),
     nodeUpgradeJob: nodeUpgradeJob(read),
     ...notificationWebhook(read),
     worker,
-    ...(versioning.versioning ? { workerVersioning: versioning.versioning } : {}),
-    workerDrainTimeoutMs: versioning.drainTimeoutMs,
-    requestChecks: requestChecks(read),
-    nodeUpgraderNamespace: nodeUpgraderNamespace(read),
+    ...versioning,
+    requestChecks: read.get('HOOK_REQUEST_CHECKS') === 'on',
+    nodeUpgraderNamespace: read.get('NODE_UPGRADER_NAMESPACE'),
     workloadReads: readWorkloadReadLimits(read),
   };
   if (read.problems.length > 0) throw new ConfigError(read.problems);

@@ -7,7 +7,8 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
+import { withTemporal } from '../platform/temporal/session.ts';
+import type { WorkflowPort } from '../platform/temporal/workflows.ts';
 import type { DevState } from './dev-state.ts';
 import {
   IN_MEMORY_CLASS,
@@ -202,7 +203,7 @@ async function createCluster(
 /** Creates one Cluster, waits until its Machines run, upgrades it to `to` and waits until every Machine runs `to`. */
 async function upgradeOne(
   kube: Kube,
-  client: Client,
+  workflows: WorkflowPort,
   state: DevState,
   opts: Omit<DemoOptions, 'inPlace'> & {
     namespace: string;
@@ -237,8 +238,8 @@ async function upgradeOne(
   await kube(upgradeArgs(namespace, name, opts.to));
   // Done when every Machine runs the target and the workflow says Upgraded (CAPI's last hook,
   // AfterClusterUpgrade, comes after the Machines).
-  const handle = client.workflow.getHandle(workflowId);
-  const memo = async () => readMemo(clusterUpgradeMemo, (await handle.describe().catch(() => undefined))?.memo);
+  const memo = async () =>
+    readMemo(clusterUpgradeMemo, (await workflows.describe(workflowId).catch(() => undefined))?.memo);
   const done = await until(
     `every Machine of ${namespace}/${name} at ${opts.to} and its upgrade Upgraded`,
     deadline,
@@ -262,15 +263,12 @@ export async function runDemo(state: DevState, opts: DemoOptions): Promise<DemoR
     );
   checkDemoVersions(opts.from, opts.to);
   const kube = kubectl(m);
-  const connection = await Connection.connect({ address: state.temporalAddress });
-  try {
-    return await demo(kube, new Client({ connection, namespace: state.temporalNamespace }), state, opts);
-  } finally {
-    await connection.close();
-  }
+  return withTemporal({ address: state.temporalAddress, namespace: state.temporalNamespace }, (temporal) =>
+    demo(kube, temporal.workflows, state, opts),
+  );
 }
 
-async function demo(kube: Kube, client: Client, state: DevState, opts: DemoOptions): Promise<DemoResult> {
+async function demo(kube: Kube, workflows: WorkflowPort, state: DevState, opts: DemoOptions): Promise<DemoResult> {
   const begun = Date.now();
   const m = state.management!;
   const namespace = `demo-${randomBytes(2).toString('hex')}`;
@@ -279,7 +277,7 @@ async function demo(kube: Kube, client: Client, state: DevState, opts: DemoOptio
   await kube(['apply', '-n', namespace, '-f', join(m.samplesDir, 'in-place-templates.yaml')]);
   opts.write(`namespace ${namespace}: the in-memory ClusterClass, its upgrade plan from our GenerateUpgradePlan`);
   const clusters = [
-    await upgradeOne(kube, client, state, {
+    await upgradeOne(kube, workflows, state, {
       ...opts,
       namespace,
       name: 'rolling',
@@ -294,7 +292,7 @@ async function demo(kube: Kube, client: Client, state: DevState, opts: DemoOptio
     // workers that may go one at a time; the extension's node upgrader updates each Machine.
     await kube(patchArgs('clusterclass', namespace, IN_MEMORY_CLASS, 'json', IN_PLACE_CONTROL_PLANE_PATCH));
     clusters.push(
-      await upgradeOne(kube, client, state, {
+      await upgradeOne(kube, workflows, state, {
         ...opts,
         namespace,
         name: 'in-place',

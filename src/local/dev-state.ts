@@ -2,6 +2,7 @@
 // where Temporal, the hook server and the management cluster are. Emptied on stop.
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { variable } from '../config/environment.ts';
 
 export interface DevState {
   temporalAddress: string;
@@ -24,8 +25,8 @@ export interface DevState {
 }
 
 /** `make dev`'s data dir: CAPI_UO_DATA_DIR, else the checkout's .data/ (wherever the tools run from). */
-export function devDataDir(env: NodeJS.ProcessEnv = process.env): string {
-  return resolve(env.CAPI_UO_DATA_DIR || new URL('../../.data', import.meta.url).pathname);
+export function devDataDir(given: string | undefined = variable('CAPI_UO_DATA_DIR')): string {
+  return resolve(given || new URL('../../.data', import.meta.url).pathname);
 }
 
 export function devStateFile(dataDir: string): string {

@@ -8,14 +8,14 @@
 // everything on Ctrl-C, in reverse order, even while it is still starting.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { withTemporal } from '../platform/temporal/session.ts';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { parseConfig } from '../config/index.ts';
+import { parseConfig, type AppConfig } from '../config/index.ts';
 import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../model/machine-update.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
 import { createLogger } from '../log.ts';
 import { installRuntime, run } from '../main.ts';
-import { promoteWorkerVersion } from '../ops/worker-deployment.ts';
+import { promoteWorkerVersion } from '../platform/temporal/worker-deployment.ts';
 import { ensureDevServingCertificate } from './certs.ts';
 import {
   DEV_EXTENSION_NAME,
@@ -25,16 +25,14 @@ import {
   type EmbeddedManagement,
 } from './embedded-management.ts';
 import { StandInUpgrader } from './in-memory-node-upgrader.ts';
-import { startDevServer } from './temporal-dev-server.ts';
+import { startDevServer, type DevServer } from './temporal-dev-server.ts';
 import { devDataDir, devStateFile, type DevState } from './dev-state.ts';
+import { processEnvironment, setVariable, variable } from '../config/environment.ts';
 
 type Mode = 'embedded' | 'existing' | 'none';
 
-function modeOf(env: NodeJS.ProcessEnv): Mode {
-  if (env.MANAGEMENT_KUBECONFIG) return 'existing';
-  const management = env.MANAGEMENT ?? 'embedded';
-  if (management === 'none' || management === 'embedded') return management;
-  throw new Error(`MANAGEMENT=${management}: expected embedded (the default) or none`);
+function modeOf(): Mode {
+  return variable('MANAGEMENT_KUBECONFIG') ? 'existing' : variable('MANAGEMENT');
 }
 
 /**
@@ -76,25 +74,27 @@ async function ensureNamespace(kubeconfig: string, name: string): Promise<void> 
     });
 }
 
-async function dev(components: Components): Promise<void> {
-  const started = Date.now();
-  const mode = modeOf(process.env);
-  const dataDir = devDataDir();
-  const certDir = join(dataDir, 'certs');
-  const temporalPort = Number(process.env.TEMPORAL_PORT ?? 7233);
-  const uiPort = Number(process.env.TEMPORAL_UI_PORT ?? 8233);
-  const { created } = ensureDevServingCertificate(certDir);
+/** What `make dev` has up: Temporal, the management cluster (embedded mode) and where its files are. */
+interface Stack {
+  mode: Mode;
+  dataDir: string;
+  certDir: string;
+  temporal: DevServer;
+  management?: EmbeddedManagement;
+  clientCerts?: ReturnType<typeof ensureCapiClientCertificates>;
+}
+
+/** Temporal and the management cluster, side by side: each takes seconds to minutes. Undefined: stopped meanwhile. */
+async function startStack(components: Components, mode: Mode, dataDir: string): Promise<Stack | undefined> {
   const clientCerts =
     mode === 'embedded' ? ensureCapiClientCertificates(join(dataDir, 'capi-client-certs')) : undefined;
-
-  // Temporal and the management cluster start side by side: each takes seconds to minutes.
   const [temporalStart, managementStart] = await Promise.allSettled([
     startDevServer({
-      executable: process.env.TEMPORAL_CLI ?? 'temporal',
+      executable: variable('TEMPORAL_CLI'),
       dbFilename: join(dataDir, 'temporal.db'),
       logFile: join(dataDir, 'temporal.log'),
-      port: temporalPort,
-      uiPort,
+      port: variable('TEMPORAL_PORT'),
+      uiPort: variable('TEMPORAL_UI_PORT'),
       ownProcessGroup: true,
     }),
     mode === 'embedded'
@@ -113,23 +113,34 @@ async function dev(components: Components): Promise<void> {
   if (temporalStart.status === 'fulfilled') components.add('Temporal', () => temporalStart.value.stop());
   if (temporalStart.status === 'rejected') throw temporalStart.reason;
   if (managementStart.status === 'rejected') throw managementStart.reason;
-  if (components.stopped) return;
-  const temporal = temporalStart.value;
-
+  if (components.stopped) return undefined;
   if (management) {
     await ensureNamespace(management.state.managementKubeconfig, DEFAULT_NODE_UPGRADER_NAMESPACE);
     // The activities and the request checks find the management cluster by this variable.
-    process.env.MANAGEMENT_KUBECONFIG = management.state.managementKubeconfig;
+    setVariable('MANAGEMENT_KUBECONFIG', management.state.managementKubeconfig);
   }
-  const managementKubeconfig = process.env.MANAGEMENT_KUBECONFIG;
-  const config = parseConfig({
+  const certDir = join(dataDir, 'certs');
+  return {
+    mode,
+    dataDir,
+    certDir,
+    temporal: temporalStart.value,
+    ...(management ? { management } : {}),
+    ...(clientCerts ? { clientCerts } : {}),
+  };
+}
+
+/** The extension's settings for `make dev`: local addresses, and the environment's over them. */
+function devConfig(stack: Stack): AppConfig {
+  const { management, clientCerts } = stack;
+  return parseConfig({
     HOOK_SERVER_HOST: '127.0.0.1',
     OPS_SERVER_HOST: '127.0.0.1',
     // OPS_SERVER_PORT: 8080 as documented unless given (the CAPI test tier gives 0: several stacks share a machine).
     LOG_LEVEL: 'info',
     // Without a management cluster there is nothing to check requests against: off (with a
     // warning at start). With one they run as in production.
-    HOOK_REQUEST_CHECKS: managementKubeconfig ? 'on' : 'off',
+    HOOK_REQUEST_CHECKS: variable('MANAGEMENT_KUBECONFIG') ? 'on' : 'off',
     ...(management && clientCerts
       ? {
           // As config/default deploys it: only CAPI's core and KCP managers may call.
@@ -138,44 +149,50 @@ async function dev(components: Components): Promise<void> {
           NODE_UPGRADER_NAMESPACE: DEFAULT_NODE_UPGRADER_NAMESPACE,
         }
       : {}),
-    ...process.env,
-    TEMPORAL_ADDRESS: temporal.address,
-    TLS_CERT_DIR: process.env.TLS_CERT_DIR ?? certDir,
+    ...processEnvironment(),
+    TEMPORAL_ADDRESS: stack.temporal.address,
+    TLS_CERT_DIR: processEnvironment().TLS_CERT_DIR ?? stack.certDir,
   });
-  // The SDK's logs as JSON lines, as in production: a failed activity is one line, not a stack per retry.
-  const log = createLogger(config.logLevel);
-  installRuntime(config, log);
-  const running = await run(config, log);
-  components.add('the extension', () => running.stop());
-  if (components.stopped) return;
+}
 
-  // Self-check: one workflow through client → server → worker → activity.
-  const connection = await Connection.connect({ address: temporal.address });
-  const client = new Client({ connection, namespace: temporal.namespace });
-  // Unversioned unless TEMPORAL_WORKER_BUILD_ID is given (to rehearse a rollout): then this build
-  // is made current at once, as config/versioning's Job does, or nothing would reach it.
+/**
+ * Self-check: one workflow through client → server → worker → activity. Unversioned unless
+ * TEMPORAL_WORKER_BUILD_ID is given (to rehearse a rollout): then this build is made current at
+ * once, as config/versioning's Job does, or nothing would reach it.
+ */
+function selfCheck(temporal: DevServer, config: AppConfig): Promise<unknown> {
   const version = config.workerVersioning;
-  if (version) await promoteWorkerVersion(connection, temporal.namespace, version, { timeoutMs: 60_000, pollMs: 250 });
-  const probe = await client.workflow.execute(workflowTypes.heartbeatProbe, {
-    taskQueue: config.temporal.taskQueue,
-    workflowId: `self-check-${Date.now()}`,
-    args: [{ name: 'make dev', waitSeconds: 0 }],
-  });
-  await connection.close();
-
-  const hookUrl = running.hookServer?.url ?? '(api role off)';
-  const caFile = join(certDir, 'ca.crt');
-  if (management && running.hookServer) {
-    progress(`[dev] registering the extension with Cluster API (ExtensionConfig ${DEV_EXTENSION_NAME})`);
-    await management.register(DEV_EXTENSION_NAME, running.hookServer.url, caFile, IN_MEMORY_EXTENSION_SETTINGS);
-    // CAPD's in-memory machines have no host: this stand-in plays their node upgrader.
-    const upgrader = new StandInUpgrader({
-      managementKubeconfig: management.state.managementKubeconfig,
-      namespace: DEFAULT_NODE_UPGRADER_NAMESPACE,
+  return withTemporal(temporal, async (session) => {
+    if (version)
+      await promoteWorkerVersion(session.connection, session.namespace, version, { timeoutMs: 60_000, pollMs: 250 });
+    return session.execute(workflowTypes.heartbeatProbe, {
+      taskQueue: config.temporal.taskQueue,
+      workflowId: `self-check-${Date.now()}`,
+      args: [{ name: 'make dev', waitSeconds: 0 }],
     });
-    await upgrader.start();
-    components.add('the in-memory node upgrader', () => upgrader.stop(2_000));
-  }
+  });
+}
+
+/** Registers the extension with Cluster API, and starts the stand-in for CAPD's in-memory machines' node upgrader. */
+async function registerWithCapi(
+  components: Components,
+  management: EmbeddedManagement,
+  hookUrl: string,
+  caFile: string,
+): Promise<void> {
+  progress(`[dev] registering the extension with Cluster API (ExtensionConfig ${DEV_EXTENSION_NAME})`);
+  await management.register(DEV_EXTENSION_NAME, hookUrl, caFile, IN_MEMORY_EXTENSION_SETTINGS);
+  const upgrader = new StandInUpgrader({
+    managementKubeconfig: management.state.managementKubeconfig,
+    namespace: DEFAULT_NODE_UPGRADER_NAMESPACE,
+  });
+  await upgrader.start();
+  components.add('the in-memory node upgrader', () => upgrader.stop(2_000));
+}
+
+/** dev.json: what `capi-upgrades demo` and the tools read of this `make dev`; emptied when it stops. */
+function writeDevState(components: Components, stack: Stack, hookUrl: string, caFile: string): void {
+  const { temporal, management } = stack;
   const state: DevState = {
     temporalAddress: temporal.address,
     temporalNamespace: temporal.namespace,
@@ -195,8 +212,33 @@ async function dev(components: Components): Promise<void> {
         }
       : {}),
   };
-  writeFileSync(devStateFile(dataDir), `${JSON.stringify(state, null, 2)}\n`);
-  components.add('the state file', async () => writeFileSync(devStateFile(dataDir), '{}\n'));
+  writeFileSync(devStateFile(stack.dataDir), `${JSON.stringify(state, null, 2)}\n`);
+  components.add('the state file', async () => writeFileSync(devStateFile(stack.dataDir), '{}\n'));
+}
+
+async function dev(components: Components): Promise<void> {
+  const started = Date.now();
+  const mode = modeOf();
+  const dataDir = devDataDir();
+  const { created } = ensureDevServingCertificate(join(dataDir, 'certs'));
+  const stack = await startStack(components, mode, dataDir);
+  if (!stack) return;
+  const { certDir, temporal, management } = stack;
+  const managementKubeconfig = variable('MANAGEMENT_KUBECONFIG');
+  const config = devConfig(stack);
+  // The SDK's logs as JSON lines, as in production: a failed activity is one line, not a stack per retry.
+  const log = createLogger(config.logLevel);
+  installRuntime(config, log);
+  const running = await run(config, log);
+  components.add('the extension', () => running.stop());
+  if (components.stopped) return;
+  const probe = await selfCheck(temporal, config);
+  const version = config.workerVersioning;
+
+  const hookUrl = running.hookServer?.url ?? '(api role off)';
+  const caFile = join(certDir, 'ca.crt');
+  if (management && running.hookServer) await registerWithCapi(components, management, running.hookServer.url, caFile);
+  writeDevState(components, stack, hookUrl, caFile);
 
   const managementLine =
     mode === 'embedded'

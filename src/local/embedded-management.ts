@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createCertificateAuthority, issueCertificate } from './certs.ts';
+import { childEnvironment } from '../config/environment.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const TESTBED = join(ROOT, 'scripts/testbed.sh');
@@ -55,7 +56,7 @@ export function runScript(
 ): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn('bash', [script, ...args], {
-      env: { ...process.env, ...opts.env },
+      env: childEnvironment(opts.env),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

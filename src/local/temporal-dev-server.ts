@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Connection } from '@temporalio/client';
+import { withTemporal } from '../platform/temporal/session.ts';
 import { allSearchAttributeKeys } from '../model/search-attributes.ts';
 import { freePort } from './free-ports.ts';
 import { logTail } from './log-tail.ts';
@@ -131,12 +131,9 @@ async function startOnce(options: DevServerOptions): Promise<DevServer> {
       );
     }
     try {
-      const conn = await Connection.connect({ address, connectTimeout: 1000 });
-      try {
-        await conn.workflowService.describeNamespace({ namespace });
-      } finally {
-        await conn.close();
-      }
+      await withTemporal({ address, namespace, connectTimeoutMs: 1000 }, (temporal) =>
+        temporal.connection.workflowService.describeNamespace({ namespace }),
+      );
       break;
     } catch (err) {
       lastError = err;

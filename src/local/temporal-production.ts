@@ -5,10 +5,11 @@
 import { execFile } from 'node:child_process';
 import { readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import { Connection } from '@temporalio/client';
+import { withTemporal } from '../platform/temporal/session.ts';
 import { ensureSearchAttributes } from '../temporal-setup.ts';
 import { logTail } from './log-tail.ts';
 import type { DevServer } from './temporal-dev-server.ts';
+import { childEnvironment } from '../config/environment.ts';
 
 export type TemporalServiceName = 'frontend' | 'history' | 'matching' | 'worker';
 
@@ -52,12 +53,11 @@ async function run(args: string[], env: NodeJS.ProcessEnv, timeoutMs: number): P
 
 export async function startProductionTemporal(options: ProductionTemporalOptions): Promise<ProductionTemporal> {
   const timeoutMs = options.startTimeoutMs ?? 180_000;
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
+  const env = childEnvironment({
     ...(options.namespace ? { TEMPORAL_PRODUCTION_NAMESPACE: options.namespace } : {}),
     ...(options.historyShards ? { TEMPORAL_PRODUCTION_SHARDS: String(options.historyShards) } : {}),
     TEMPORAL_PRODUCTION_TIMEOUT: String(Math.ceil(timeoutMs / 1000)),
-  };
+  });
   try {
     await run(['up', options.stateDir], env, timeoutMs + 30_000);
   } catch (err) {
@@ -75,12 +75,7 @@ export async function startProductionTemporal(options: ProductionTemporalOptions
   };
   try {
     // As the extension does at its start, so tests that start workflows directly can set them.
-    const connection = await Connection.connect({ address: state.address });
-    try {
-      await ensureSearchAttributes(connection, state.namespace);
-    } finally {
-      await connection.close();
-    }
+    await withTemporal(state, (temporal) => ensureSearchAttributes(temporal.connection, state.namespace));
   } catch (err) {
     await stop();
     throw err;

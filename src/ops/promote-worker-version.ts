@@ -5,11 +5,10 @@
 // failure (Temporal unreachable, the build never polled in time); 2 when the
 // settings are wrong or name no build id.
 //   node dist/ops/promote-worker-version.js [timeout, e.g. 15m]
-import { Connection } from '@temporalio/client';
 import { ConfigError, parseConfig } from '../config/index.ts';
 import { parseGoDuration } from '../domain/durations.ts';
-import { connectFailureMessage, connectionOptions, readTemporalCredentials } from '../platform/temporal/connection.ts';
-import { promoteWorkerVersion } from './worker-deployment.ts';
+import { connectFailureMessage, connectTemporal } from '../platform/temporal/connection.ts';
+import { promoteWorkerVersion } from '../platform/temporal/worker-deployment.ts';
 
 async function main(): Promise<number> {
   const timeoutText = process.argv[2] ?? '15m';
@@ -20,7 +19,7 @@ async function main(): Promise<number> {
   }
   let config;
   try {
-    config = parseConfig(process.env);
+    config = parseConfig();
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     console.error(err.message);
@@ -32,9 +31,9 @@ async function main(): Promise<number> {
     return 2;
   }
   const { temporal } = config;
-  let connection: Connection;
+  let connection: Awaited<ReturnType<typeof connectTemporal>>;
   try {
-    connection = await Connection.connect(connectionOptions(temporal, readTemporalCredentials(temporal)));
+    connection = await connectTemporal(temporal);
   } catch (err) {
     console.error(connectFailureMessage(temporal, err));
     return 1;

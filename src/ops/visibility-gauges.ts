@@ -4,7 +4,6 @@
 // workflows keep current), and each running fleet rollout's clusters by state
 // (its memo). One list call per refresh, off any request path; a failed refresh
 // keeps the last figures (the temporal_reachable metric says why).
-import type { Client } from '@temporalio/client';
 import type { FleetRolloutMemo } from '../model/fleet-rollout.ts';
 import { UpgradePhase } from '../model/search-attributes.ts';
 import { workflowTypes } from '../model/workflow-types.ts';
@@ -16,12 +15,13 @@ import {
   upgradesDelayed,
 } from './metrics.ts';
 import { clusterUpgradeMemo, fleetRolloutMemo, readMemo } from '../platform/temporal/memo.ts';
+import type { VisibilityPort } from '../platform/temporal/visibility.ts';
 
 const QUERY = `ExecutionStatus = 'Running' AND WorkflowType IN ('${workflowTypes.clusterUpgrade}', '${workflowTypes.machineUpdate}', '${workflowTypes.fleetRollout}')`;
 /** A fleet is thousands, not millions: past this the figures stop growing rather than the scrape. */
 const MAX_COUNTED = 50_000;
 
-export async function refreshVisibilityGauges(client: Client): Promise<void> {
+export async function refreshVisibilityGauges(visibility: VisibilityPort): Promise<void> {
   const upgrades = new Map<string, number>();
   const updates = new Map<string, number>();
   const rollouts = new Map<string, FleetRolloutMemo['counts']>();
@@ -29,7 +29,7 @@ export async function refreshVisibilityGauges(client: Client): Promise<void> {
   const readiness = new Map<string, number>();
   let delayed = 0;
   let n = 0;
-  for await (const wf of client.workflow.list({ query: QUERY, pageSize: 1_000 })) {
+  for await (const wf of visibility.list(QUERY, 1_000)) {
     if (wf.type === workflowTypes.fleetRollout) {
       const memo = readMemo(fleetRolloutMemo, wf.memo);
       if (memo) rollouts.set(wf.workflowId.replace(/^fleet-rollout\//, ''), memo.counts);
@@ -62,12 +62,12 @@ export async function refreshVisibilityGauges(client: Client): Promise<void> {
     for (const [state, count] of Object.entries(counts)) rolloutClusters.set({ rollout, state }, count);
 }
 
-export function startVisibilityGauges(client: Client, intervalMs = 30_000): { stop(): void } {
+export function startVisibilityGauges(visibility: VisibilityPort, intervalMs = 30_000): { stop(): void } {
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   const round = async () => {
     try {
-      await refreshVisibilityGauges(client);
+      await refreshVisibilityGauges(visibility);
     } catch {
       // Temporal unreachable: keep the last figures.
     }

@@ -1,10 +1,12 @@
 // docs/configuration.md is the configuration reference: every environment variable the
 // processes read, every ExtensionConfig setting and every `upgrades.capi-orchestrator.io/`
-// annotation or label the code knows must be on it. The names are read from the sources
-// (all of src/, so moving a file does not hide a name), not from a list kept here.
+// annotation or label the code knows must be on it. The variables come from src/config's
+// declarations (and any `env.X` read in src/), and the page lists no variable src/config does not
+// declare; settings and annotations are read from the sources, not from a list kept here.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
+import { HOOK_VARIABLES, VARIABLES } from '../../src/config/variables.ts';
 
 const page = readFileSync('docs/configuration.md', 'utf8');
 const sources = new Map(
@@ -12,31 +14,30 @@ const sources = new Map(
     .filter((f) => f.endsWith('.ts'))
     .map((f) => [f, readFileSync(join('src', f), 'utf8')] as const),
 );
-const source = (suffix: string): string => {
-  const found = [...sources].find(([f]) => f.endsWith(suffix));
-  if (!found) throw new Error(`no src/**/${suffix}`);
-  return found[1];
-};
 const all = [...sources.values()].join('\n');
 
 /** Variables set by Kubernetes or the shell, not settings of ours. */
 const NOT_OURS = new Set(['KUBERNETES_SERVICE_HOST', 'USER']);
 
-/** Environment variables: read through `env.X` anywhere, or named to src/config/'s readers. */
+/** Environment variables: every one src/config declares, and any read through `env.X` anywhere. */
 function environmentVariables(): string[] {
-  const names = new Set<string>();
+  const names = new Set<string>([...Object.keys(VARIABLES), ...Object.keys(HOOK_VARIABLES)]);
   for (const m of all.matchAll(/\benv(?:\.|\[')([A-Z][A-Z0-9_]*)\b/g)) names.add(m[1]!);
-  const readers = [...sources].filter(([f]) => f.startsWith('config/') || f === 'config.ts').map(([, t]) => t);
-  if (readers.length === 0) throw new Error('no src/config/');
-  for (const text of [...readers, source('worker-versioning.ts')]) {
-    // Names handed to the parsing helpers (str('ROLE', …), int('…'), file('…')) or chosen between.
-    for (const m of text.matchAll(/'([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)'/g)) names.add(m[1]!);
-    for (const m of text.matchAll(/\b(?:str|int|bool|duration|optionalInt|file)\('([A-Z][A-Z0-9_]*)'/g))
-      names.add(m[1]!);
-    // Per-hook variables: `HOOK_${infix}_NAME` is documented as HOOK_<HOOK>_NAME.
-    for (const m of text.matchAll(/`([A-Z][A-Z_]*)\$\{\w+\}([A-Z0-9_]*)`/g)) names.add(`${m[1]}<HOOK>${m[2]}`);
-  }
   return [...names].filter((n) => !NOT_OURS.has(n)).sort();
+}
+
+/** Variables the page's tables list (first column, in backticks) that are not read by src/: the runtime's. */
+const RUNTIME_ONLY = new Set(['NODE_OPTIONS', 'MALLOC_ARENA_MAX']);
+
+/** The variables in the first column of the tables under "## Process (environment variables)". */
+function documentedVariables(): string[] {
+  const start = page.indexOf('## Process (environment variables)');
+  const end = page.indexOf('\n## ', start + 1);
+  if (start < 0 || end < 0) throw new Error('no "## Process (environment variables)" section');
+  const names = new Set<string>();
+  for (const row of page.slice(start, end).matchAll(/^\| ([^|]+)\|/gm))
+    for (const m of row[1]!.matchAll(/`([A-Z][A-Z0-9_<>]*)`/g)) names.add(m[1]!);
+  return [...names].sort();
 }
 
 /** ExtensionConfig settings keys: policy and in-place `key('…')`s, the machine update settings, `*_SETTING`s. */
@@ -74,6 +75,13 @@ describe('docs/configuration.md', () => {
     expect(names).toEqual(expect.arrayContaining(['HOOK_<HOOK>_NAME', 'TEMPORAL_DEPLOYMENT_NAME']));
     expect(names.length).toBeGreaterThanOrEqual(50);
     expect(names.filter((n) => !documented(n))).toEqual([]);
+  });
+
+  it('lists no variable src/config does not declare', () => {
+    const listed = documentedVariables();
+    expect(listed).toEqual(expect.arrayContaining(['ROLE', 'HOOK_<HOOK>_NAME', 'CAPI_UO_DATA_DIR', 'NODE_OPTIONS']));
+    const declared = new Set<string>([...Object.keys(VARIABLES), ...Object.keys(HOOK_VARIABLES)]);
+    expect(listed.filter((n) => !declared.has(n) && !RUNTIME_ONLY.has(n))).toEqual([]);
   });
 
   it('names every ExtensionConfig setting', () => {

@@ -7,13 +7,13 @@
 //   3 activities, workflows (a workflow imports activities' types only: the lint rule says why;
 //     an activity imports no workflow code but the message definitions, the workflows' contract,
 //     to signal one as the api does)
-//   4 process settings: config/, log.ts
+//   4 process settings: config/ (the only reader of process.env: variables.ts declares each variable), log.ts
 //   5 api, cli, ops, local, the worker and main; on this floor the api reaches Kubernetes through
 //     the platform, never through activities (whose errors are Temporal failures), and ops
 //     (jobs and probes the api also uses) imports nothing of the api
 // @temporalio/client is held only in platform/temporal, the process wiring (main, worker*,
-// temporal-setup) and the api, cli, ops and local: never in activities, workflows, domain, model,
-// config or platform/kube.
+// temporal-setup) and the api and cli: never in ops or local (they use platform/temporal's ports and
+// sessions), activities, workflows, domain, model, config or platform/kube.
 // And the tests and the benches share code only through src/ and support/ (neither imports the other;
 // support/ and src/ import neither).
 import { readdirSync, readFileSync } from 'node:fs';
@@ -105,8 +105,9 @@ function importsTemporalClient(text: string): boolean {
 /**
  * Where a Temporal Client (or any of @temporalio/client) may be held: the platform's Temporal
  * adapter, the processes that wire it (main, the worker, the search-attribute setup) and the edge
- * floor that talks to the workflow service directly (api, cli, ops, local). Activities reach other
- * workflows through platform/temporal's ports; domain, model, workflows and config never do.
+ * floor that talks to the workflow service directly (api, cli). Ops and local go through platform/temporal
+ * (ports, sessions, Worker Deployment calls), and so do the activities, which reach other workflows
+ * through its ports; domain, model, workflows and config never hold one.
  */
 const TEMPORAL_CLIENT_HOLDERS: readonly string[] = [
   'src/platform/temporal/',
@@ -116,8 +117,6 @@ const TEMPORAL_CLIENT_HOLDERS: readonly string[] = [
   'src/temporal-setup.ts',
   'src/api/',
   'src/cli/',
-  'src/ops/',
-  'src/local/',
 ];
 
 /** Files under src/ that import @temporalio/client outside the holders. */
@@ -125,6 +124,24 @@ function strayTemporalClients(files: readonly { file: string; text: string }[]):
   return files
     .filter(({ file }) => !TEMPORAL_CLIENT_HOLDERS.some((h) => file.startsWith(h)))
     .filter(({ text }) => importsTemporalClient(text))
+    .map(({ file }) => file);
+}
+
+/**
+ * Files outside src/config that read process.env themselves, and why. Everything else asks
+ * src/config for a declared variable, so each is parsed and reported in one place.
+ */
+const PROCESS_ENV_READERS: readonly string[] = [
+  // The activities' fallback when given no KubeConfig (their tests) finds the management cluster by
+  // MANAGEMENT_KUBECONFIG; the platform floor cannot import config. Processes pass it from config.
+  'src/platform/kube/clients.ts',
+];
+
+/** Files under src/ outside src/config (and the readers above) that read process.env. */
+function strayEnvReaders(files: readonly { file: string; text: string }[]): string[] {
+  return files
+    .filter(({ file }) => !file.startsWith('src/config/') && !PROCESS_ENV_READERS.includes(file))
+    .filter(({ text }) => /\bprocess\.env\b/.test(text))
     .map(({ file }) => file);
 }
 
@@ -212,7 +229,7 @@ describe('import floors', () => {
     expect(temporal).toEqual([]);
   });
 
-  it('@temporalio/client is imported only by platform/temporal, the process wiring and the api, cli, ops and local', () => {
+  it('@temporalio/client is imported only by platform/temporal, the process wiring and the api and cli', () => {
     expect(importsTemporalClient("import { WorkflowNotFoundError, type Client } from '@temporalio/client';")).toBe(
       true,
     );
@@ -237,6 +254,20 @@ describe('import floors', () => {
     expect(src.filter(({ file, text }) => file.startsWith('src/activities/') && importsTemporalClient(text))).toEqual(
       [],
     );
+  });
+
+  it('only src/config reads process.env', () => {
+    expect(
+      strayEnvReaders([
+        { file: 'src/cli/x.ts', text: "const who = process.env.USER ?? 'unknown';" },
+        { file: 'src/local/y.ts', text: 'spawn(cmd, { env: { ...process.env, A: "1" } });' },
+        { file: 'src/config/ok.ts', text: 'parseConfig(process.env);' },
+        { file: 'src/cli/ok.ts', text: "variable('USER');" },
+      ]),
+    ).toEqual(['src/cli/x.ts', 'src/local/y.ts']);
+    const src = sourceFiles('src').map((file) => ({ file, text: readFileSync(file, 'utf8') }));
+    expect(src.filter(({ file }) => file.startsWith('src/config/')).length).toBeGreaterThan(0);
+    expect(strayEnvReaders(src)).toEqual([]);
   });
 
   it('tests and benches do not import each other, and src imports neither', () => {

@@ -25,8 +25,6 @@ const KNOWN: Readonly<Record<string, number>> = {
   'src/api/hook-route.ts:registerHook/handler': 87,
   'src/api/machine-updates.ts:createInPlaceHandlers': 180,
   'src/api/machine-updates.ts:createInPlaceHandlers/updateMachine': 136,
-  'src/cli/capi-upgrades.ts:main': 167,
-  'src/local/dev.ts:dev': 152,
 };
 
 function sourceFiles(dir: string): string[] {

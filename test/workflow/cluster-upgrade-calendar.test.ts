@@ -8,6 +8,7 @@ import { calendarState, parseWindows, zonedIso } from '../../src/domain/calendar
 import type { ClusterUpgradeMemo } from '../../src/model/cluster-upgrade.ts';
 import { upgradesDelayed } from '../../src/ops/metrics.ts';
 import { refreshVisibilityGauges } from '../../src/ops/visibility-gauges.ts';
+import { visibilityPort } from '../../src/platform/temporal/visibility.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { waitFor } from '../support/wait.ts';
 import { beforeClusterUpgrade, startUpgradeHarness, type UpgradeHarness } from '../support/upgrade-harness.ts';
@@ -106,7 +107,7 @@ describe('calendar gates of a cluster upgrade', () => {
     expect(memo.delayed).toBe(since);
     const gauge = await waitFor(
       async () => {
-        await refreshVisibilityGauges(h.client);
+        await refreshVisibilityGauges(visibilityPort(h.client));
         return (await upgradesDelayed.get()).values[0]?.value ?? 0;
       },
       (v) => v >= 1,

@@ -13,6 +13,7 @@ import type { ClusterUpgradeMemo, ClusterUpgradeStatus } from '../../src/model/c
 import { PDB_HOLD } from '../support/readiness-stubs.ts';
 import { upgradeReadinessChecks } from '../../src/ops/metrics.ts';
 import { refreshVisibilityGauges } from '../../src/ops/visibility-gauges.ts';
+import { visibilityPort } from '../../src/platform/temporal/visibility.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { waitFor } from '../support/wait.ts';
 import {
@@ -97,7 +98,7 @@ describe('readiness while an upgrade waits to start', () => {
     );
     expect(listed).toEqual([h.workflowId]);
     // The metric per check, from the same memos.
-    await refreshVisibilityGauges(h.client);
+    await refreshVisibilityGauges(visibilityPort(h.client));
     const gauge = (await upgradeReadinessChecks.get()).values;
     expect(
       gauge.find((v) => v.labels.check === 'drain' && v.labels.verdict === 'Blocked')?.value,

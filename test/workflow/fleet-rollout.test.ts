@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { FleetRolloutInput, FleetRolloutStatus } from '../../src/model/fleet-rollout.ts';
 import { rolloutClusters } from '../../src/ops/metrics.ts';
 import { refreshVisibilityGauges } from '../../src/ops/visibility-gauges.ts';
+import { visibilityPort } from '../../src/platform/temporal/visibility.ts';
 import { FakeFleet, startFakeFleetRollouts, type FakeFleetRollouts } from '../support/fake-fleet.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { waitFor } from '../support/wait.ts';
@@ -80,7 +81,7 @@ describe('fleet rollout workflow', () => {
     const name = h.workflowId.replace('fleet-rollout/', '');
     const gauge = await waitFor(
       async () => {
-        await refreshVisibilityGauges(client);
+        await refreshVisibilityGauges(visibilityPort(client));
         return (await rolloutClusters.get()).values.filter((v) => v.labels.rollout === name);
       },
       (values) => values.some((v) => v.labels.state === 'done' && v.value === 1),

@@ -15,7 +15,7 @@ import {
   pinnedRunsQuery,
   promoteWorkerVersion,
   waitForDrain,
-} from '../../src/ops/worker-deployment.ts';
+} from '../../src/platform/temporal/worker-deployment.ts';
 import { workerDeploymentOptions, type WorkerVersioning } from '../../src/platform/temporal/worker-versioning.ts';
 import { stubs } from '../support/machine-update-workflow.ts';
 import { startTestWorker } from '../support/temporal.ts';

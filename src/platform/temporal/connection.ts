@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
-import type { TLSConfig } from '@temporalio/client';
+import { Connection, type TLSConfig } from '@temporalio/client';
 
 export interface TemporalTlsSettings {
   /** PEM of the CA(s) that signed the frontend's certificate; unset = the system's. */
@@ -84,6 +84,11 @@ export function readTemporalCredentials(s: TemporalEndpoint): TemporalCredential
     if (!apiKey) throw new Error(`TEMPORAL_API_KEY_FILE=${s.apiKeyFile}: the file is empty`);
   }
   return { ...(tls ? { tls } : {}), ...(apiKey ? { apiKey } : {}), tlsFingerprint: hash.digest('hex') };
+}
+
+/** A connection for a one-shot process (no credential rotation): the credential files are read now. */
+export function connectTemporal(s: TemporalEndpoint): Promise<Connection> {
+  return Connection.connect(connectionOptions(s, readTemporalCredentials(s)));
 }
 
 /** Connection options for @temporalio/client's Connection and the worker's NativeConnection. */

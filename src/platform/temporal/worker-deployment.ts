@@ -5,8 +5,8 @@
 // test harness. The same as `temporal worker deployment set-current-version`.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client, ConnectionLike } from '@temporalio/client';
-import { grpcStatus } from '../platform/temporal/grpc-status.ts';
-import type { WorkerVersioning } from '../platform/temporal/worker-versioning.ts';
+import { grpcStatus } from './grpc-status.ts';
+import type { WorkerVersioning } from './worker-versioning.ts';
 
 const NOT_FOUND = 5;
 const FAILED_PRECONDITION = 9;
