@@ -12,10 +12,10 @@ import {
   hookNames,
   responseSchema,
   type HookName,
-} from '../../src/api/contract.ts';
-import { defaultHandlerName } from '../../src/api/contract.ts';
-import { hookPath, UNAVAILABLE_MESSAGE } from '../../src/api/hook-route.ts';
-import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
+} from '../../src/api/hooks/contract.ts';
+import { defaultHandlerName } from '../../src/api/hooks/contract.ts';
+import { hookPath, UNAVAILABLE_MESSAGE } from '../../src/api/hooks/hook-route.ts';
+import { DISCOVERY_PATH } from '../../src/api/hooks/discovery.ts';
 import { testPki } from '../support/pki.ts';
 import { callHook } from '../../support/capi-client.ts';
 import { sampleRequest } from '../../support/capi-fixtures.ts';
@@ -218,7 +218,7 @@ describe('hook server over HTTPS', () => {
       );
     });
 
-    // Bounds Kubernetes and CAPI themselves enforce (LIMITS in src/api/contract.ts): past them, 400 naming the field.
+    // Bounds Kubernetes and CAPI themselves enforce (LIMITS in src/api/hooks/contract.ts): past them, 400 naming the field.
     const tooLong: [string, (body: Record<string, unknown>) => void, string, RegExp][] = [
       [
         'a version',

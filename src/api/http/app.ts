@@ -10,19 +10,19 @@ import {
   SMALL_BODY_BYTES,
   SMALL_BODY_RESERVE_BYTES,
   type ServerConfig,
-} from '../config/server.ts';
-import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from '../model/cluster-upgrade.ts';
-import { hookBodiesRefused, hookRequestBodyBytes } from '../ops/metrics.ts';
+} from '../../config/server.ts';
+import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from '../../model/cluster-upgrade.ts';
+import { hookBodiesRefused, hookRequestBodyBytes } from '../../ops/metrics.ts';
 import { BodyBudget, recordBodyBytes } from './body-budget.ts';
-import { HOOKS_PATH_PREFIX, hookCatalog, hookNames, type HookName } from './contract.ts';
-import { HttpError } from './errors.ts';
-import { measureJson, type JsonBounds } from '../domain/json-bounds.ts';
-import type { HookRouteOptions } from './hook-route.ts';
-import type { HookRegistry } from './registry.ts';
-import { discoveryRoutes } from './routes/discovery.ts';
-import { inPlaceRoutes, type InPlaceHandlers } from './routes/in-place.ts';
-import { lifecycleRoutes, type LifecycleHandlers } from './routes/lifecycle.ts';
-import { upgradePlanRoutes, type UpgradePlanHandlers } from './routes/upgrade-plan.ts';
+import { HOOKS_PATH_PREFIX, hookCatalog, hookNames, type HookName } from '../hooks/contract.ts';
+import { HttpError } from '../hooks/errors.ts';
+import { measureJson, type JsonBounds } from '../../domain/json-bounds.ts';
+import type { HookRouteOptions } from '../hooks/hook-route.ts';
+import type { HookRegistry } from '../hooks/registry.ts';
+import { discoveryRoutes } from '../hooks/discovery.ts';
+import { inPlaceRoutes, type InPlaceHandlers } from '../handlers/in-place/routes.ts';
+import { lifecycleRoutes, type LifecycleHandlers } from '../handlers/lifecycle/routes.ts';
+import { upgradePlanRoutes, type UpgradePlanHandlers } from '../handlers/upgrade-plan/routes.ts';
 
 export interface HookAppOptions {
   registry: HookRegistry;

@@ -3,10 +3,10 @@
 // integer retryAfterSeconds on retry hooks), how outages and bugs are
 // answered, and one log line per call. A hook's own code is only the
 // implementation function.
-import { hookRequestDuration, type HookAnswer } from '../ops/metrics.ts';
+import { hookRequestDuration, type HookAnswer } from '../../ops/metrics.ts';
 import type { TLSSocket } from 'node:tls';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { HandlerConfig } from '../config/server.ts';
+import type { HandlerConfig } from '../../config/server.ts';
 import {
   HOOKS_API_VERSION,
   HOOKS_PATH_PREFIX,
@@ -17,11 +17,11 @@ import {
   type HookResponse,
   type HookResult,
 } from './contract.ts';
-import { capiMessage } from '../model/cluster-upgrade.ts';
-import { hookBudgetMs, parseGoDuration } from './deadline.ts';
+import { capiMessage } from '../../model/cluster-upgrade.ts';
+import { hookBudgetMs, parseGoDuration } from '../http/deadline.ts';
 import { BackendUnavailable, HookFailure, HttpError } from './errors.ts';
 import type { HookRegistry } from './registry.ts';
-import { bodyBytesOf } from './body-budget.ts';
+import { bodyBytesOf } from '../http/body-budget.ts';
 
 export interface HookContext {
   hook: HookName;

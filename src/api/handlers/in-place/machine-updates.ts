@@ -11,11 +11,11 @@ import {
   specHash,
   type Declined,
   type JsonPatch,
-} from '../domain/in-place.ts';
-import { allowedForExecutor, resolveInPlacePolicy, type InPlacePolicy } from '../domain/in-place-policy.ts';
-import { resolveMachineUpdatePolicy } from '../domain/machine-update-policy.ts';
-import { tryParseVersion } from '../domain/versions.ts';
-import { abortSignal, retrySignal } from '../workflows/messages.ts';
+} from '../../../domain/in-place.ts';
+import { allowedForExecutor, resolveInPlacePolicy, type InPlacePolicy } from '../../../domain/in-place-policy.ts';
+import { resolveMachineUpdatePolicy } from '../../../domain/machine-update-policy.ts';
+import { tryParseVersion } from '../../../domain/versions.ts';
+import { abortSignal, retrySignal } from '../../../workflows/messages.ts';
 import {
   machineUpdateFailure,
   machineUpdateMessage,
@@ -25,20 +25,24 @@ import {
   type MachineUpdateInput,
   type MachineUpdateMemo,
   type TypedObjectRef,
-} from '../model/machine-update.ts';
-import type { RawObject } from './contract.ts';
-import { ClusterNamespace, MachineName, machineUpdateSearchAttributes } from '../model/search-attributes.ts';
-import { workflowTypes } from '../model/workflow-types.ts';
+} from '../../../model/machine-update.ts';
+import type { RawObject } from '../../hooks/contract.ts';
+import { ClusterNamespace, MachineName, machineUpdateSearchAttributes } from '../../../model/search-attributes.ts';
+import { workflowTypes } from '../../../model/workflow-types.ts';
 import { queuedMachineUpdate, queueMachineUpdate } from './machine-update-queue.ts';
-import { withinDeadline } from './temporal-calls.ts';
-import { HookFailure } from './errors.ts';
-import type { HookImplementation } from './hook-route.ts';
-import type { NodeAgentCheck } from '../platform/kube/node-agents.ts';
-import { machineKindOfTemplate, type NodeUpgraderCheck, type UpgraderAnswer } from '../platform/kube/node-upgraders.ts';
-import type { InPlaceHandlers } from './routes/in-place.ts';
-import { updateMachineRule, type RequestChecks } from './request-checks.ts';
-import { CLUSTER_NAME_LABEL } from '../platform/kube/capi-api.ts';
-import { machineUpdateMemo, readMemo } from '../platform/temporal/memo.ts';
+import { withinDeadline } from '../temporal-calls.ts';
+import { HookFailure } from '../../hooks/errors.ts';
+import type { HookImplementation } from '../../hooks/hook-route.ts';
+import type { NodeAgentCheck } from '../../../platform/kube/node-agents.ts';
+import {
+  machineKindOfTemplate,
+  type NodeUpgraderCheck,
+  type UpgraderAnswer,
+} from '../../../platform/kube/node-upgraders.ts';
+import type { InPlaceHandlers } from './routes.ts';
+import { updateMachineRule, type RequestChecks } from '../request-checks.ts';
+import { CLUSTER_NAME_LABEL } from '../../../platform/kube/capi-api.ts';
+import { machineUpdateMemo, readMemo } from '../../../platform/temporal/memo.ts';
 
 const RETRY_AFTER_SECONDS = 10;
 

@@ -3,17 +3,17 @@
 // request path (a workflow per event, never waited on), and BeforeClusterDelete
 // aborts every running workflow of the cluster for good, then waits for them.
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
-import type { ClusterRef } from '../model/cluster-upgrade.ts';
-import { abortSignal } from '../workflows/messages.ts';
-import { ClusterName, ClusterNamespace } from '../model/search-attributes.ts';
-import { workflowTypes } from '../model/workflow-types.ts';
-import type { BackgroundRecorder } from './background-recorder.ts';
-import type { Cluster } from './contract.ts';
-import { HttpError } from './errors.ts';
-import type { HookImplementation } from './hook-route.ts';
-import type { LifecycleHandlers } from './routes/lifecycle.ts';
-import { withinDeadline } from './temporal-calls.ts';
-import { clusterDeleteRule, type RequestChecks } from './request-checks.ts';
+import type { ClusterRef } from '../../../model/cluster-upgrade.ts';
+import { abortSignal } from '../../../workflows/messages.ts';
+import { ClusterName, ClusterNamespace } from '../../../model/search-attributes.ts';
+import { workflowTypes } from '../../../model/workflow-types.ts';
+import type { BackgroundRecorder } from '../../hooks/background-recorder.ts';
+import type { Cluster } from '../../hooks/contract.ts';
+import { HttpError } from '../../hooks/errors.ts';
+import type { HookImplementation } from '../../hooks/hook-route.ts';
+import type { LifecycleHandlers } from './routes.ts';
+import { withinDeadline } from '../temporal-calls.ts';
+import { clusterDeleteRule, type RequestChecks } from '../request-checks.ts';
 import type { UpgradeViews } from './upgrade-views.ts';
 
 /** The identity an upgrade is keyed by: namespace, name and uid (a recreated cluster is another one). */
