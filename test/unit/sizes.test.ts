@@ -28,8 +28,6 @@ const KNOWN: Readonly<Record<string, number>> = {
   'src/activities/node.ts:createNodeActivities': 161,
   'src/api/http/app.ts:hookApp': 109,
   'src/api/handlers/lifecycle/cluster-lifecycle.ts:createClusterLifecycleHandlers': 82,
-  'src/api/hooks/hook-route.ts:registerHook': 114,
-  'src/api/hooks/hook-route.ts:registerHook/handler': 87,
   'src/api/handlers/in-place/machine-updates.ts:createInPlaceHandlers': 180,
   'src/api/handlers/in-place/machine-updates.ts:createInPlaceHandlers/updateMachine': 136,
   'src/cli/capi-upgrades.ts:main': 167,

@@ -4,8 +4,8 @@
 // answered, and one log line per call. A hook's own code is only the
 // implementation function.
 import { hookRequestDuration, type HookAnswer } from '../../ops/metrics.ts';
-import type { TLSSocket } from 'node:tls';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Type, type Static } from 'typebox';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { HandlerConfig } from '../../config/server.ts';
 import {
   HOOKS_API_VERSION,
@@ -22,6 +22,8 @@ import { hookBudgetMs, parseGoDuration } from '../http/deadline.ts';
 import { BackendUnavailable, HookFailure, HttpError } from './errors.ts';
 import type { HookRegistry } from './registry.ts';
 import { bodyBytesOf } from '../http/body-budget.ts';
+import { peerIdentity, subjectName } from '../http/caller.ts';
+import type { TypeBoxTypeProvider } from './type-provider.ts';
 
 export interface HookContext {
   hook: HookName;
@@ -52,6 +54,15 @@ export interface HookRouteOptions {
 const MIN_TIMEOUT_MS = 1_000;
 const MAX_TIMEOUT_MS = 30_000;
 
+/**
+ * The query string a hook route reads. A key given twice arrives as an array and is ignored, as
+ * before the query had a schema: the union accepts whatever the query parser produces.
+ */
+const HookQuerySchema = Type.Object({
+  timeout: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+});
+type HookQuery = Static<typeof HookQuerySchema>;
+
 export const UNAVAILABLE_MESSAGE = 'orchestrator unavailable: the workflow service did not answer in time; will retry';
 
 export function hookPath(hook: HookName, handlerName: string): string {
@@ -70,6 +81,110 @@ export function registerMethodNotAllowed(app: FastifyInstance, url: string): voi
   });
 }
 
+/** How long the caller waits: `?timeout=` (a Go duration, clamped to 1–30 s), else the handler's timeoutSeconds. */
+function callerTimeoutMs(query: HookQuery, handler: HandlerConfig): number {
+  const timeoutParam = query.timeout;
+  if (typeof timeoutParam !== 'string') return (handler.timeoutSeconds || 10) * 1000;
+  const parsed = parseGoDuration(timeoutParam);
+  if (parsed === undefined)
+    throw new HttpError(400, `query parameter timeout=${JSON.stringify(timeoutParam)} is not a Go duration`, 'timeout');
+  // CAPI's timeoutSeconds is 1–30 s; anything else (and timers past 2^31 ms) is clamped into it.
+  return Math.min(MAX_TIMEOUT_MS, Math.max(MIN_TIMEOUT_MS, parsed));
+}
+
+type Envelope<H extends HookName> = (result: {
+  status: 'Success' | 'Failure';
+  message?: string;
+  retryAfterSeconds?: number;
+}) => HookResponse<H>;
+
+/** Wraps a hook's result in the response envelope: apiVersion, kind, a capped message, retryAfterSeconds on retry hooks. */
+function envelopeOf<H extends HookName>(hook: H): Envelope<H> {
+  const retry = hookCatalog[hook].shape === 'retry';
+  return (result) =>
+    ({
+      apiVersion: HOOKS_API_VERSION,
+      kind: `${hook}Response`,
+      ...result,
+      ...(result.message !== undefined ? { message: capiMessage(result.message) } : {}),
+      ...(retry ? { retryAfterSeconds: Math.max(0, Math.trunc(result.retryAfterSeconds ?? 0)) } : {}),
+    }) as HookResponse<H>;
+}
+
+/** The implementation's result, or BackendUnavailable once the budget runs out (the signal aborted with it). */
+async function withinBudget<T>(run: () => Promise<T>, budgetMs: number, controller: AbortController): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadlineReached = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      controller.abort();
+      reject(new BackendUnavailable());
+    }, budgetMs);
+  });
+  try {
+    return await Promise.race([run(), deadlineReached]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+interface Answered<H extends HookName> {
+  response: HookResponse<H>;
+  outcome: string;
+}
+
+/** What CAPI is answered when the implementation throws; an HttpError is rethrown for the error handler. */
+function answerToError<H extends HookName>(
+  err: unknown,
+  hook: H,
+  options: HookRouteOptions,
+  log: FastifyRequest['log'],
+): Answered<H> {
+  const envelope = envelopeOf(hook);
+  if (err instanceof HttpError) throw err;
+  if (err instanceof HookFailure)
+    return { response: envelope({ status: 'Failure', message: err.message }), outcome: 'Failure' };
+  if (err instanceof BackendUnavailable) {
+    log.warn({ hook, reason: err.message }, 'backend unavailable');
+    const message = err.capiMessage ?? UNAVAILABLE_MESSAGE;
+    // Never let CAPI proceed on unknown state: blocking hooks hold it back.
+    const response = hookCatalog[hook].blocking
+      ? envelope({ status: 'Success', message, retryAfterSeconds: options.unavailableRetryAfterSeconds })
+      : envelope({ status: 'Failure', message });
+    return { response, outcome: 'BackendUnavailable' };
+  }
+  log.error({ hook, err }, 'hook implementation failed');
+  const message = `internal error in the ${hook} handler; see the extension logs`;
+  return { response: envelope({ status: 'Failure', message }), outcome: 'InternalError' };
+}
+
+/** Records the call's metric and its one "hook answered" log line. */
+function recordAnswer(
+  request: FastifyRequest,
+  call: { hook: HookName; handler: HandlerConfig; body: SubjectCarrier; started: number },
+  { response, outcome }: Answered<HookName>,
+): void {
+  const retryAfterSeconds = (response as { retryAfterSeconds?: number }).retryAfterSeconds;
+  const answer: HookAnswer =
+    response.status === 'Failure' ? 'failure' : (retryAfterSeconds ?? 0) > 0 ? 'retry' : 'success';
+  hookRequestDuration.observe({ hook: call.hook, answer }, (performance.now() - call.started) / 1000);
+  request.log.info(
+    {
+      hook: call.hook,
+      handler: call.handler.name,
+      subject: subjectOf(call.body),
+      version: versionOf(call.body),
+      outcome,
+      status: response.status,
+      // Messages are deterministic and carry no secrets (CAPI copies them into conditions).
+      message: response.message,
+      retryAfterSeconds,
+      durationMs: Math.round(performance.now() - call.started),
+      bodyBytes: bodyBytesOf(request),
+    },
+    'hook answered',
+  );
+}
+
 /** Registers `impl` for `hook` unless configuration switched the hook off. */
 export function registerHook<H extends HookName>(
   app: FastifyInstance,
@@ -80,38 +195,18 @@ export function registerHook<H extends HookName>(
   const handler = options.registry.handler(hook);
   if (!handler) return;
   const url = hookPath(hook, handler.name);
-  const spec = hookCatalog[hook];
-  const retry = spec.shape === 'retry';
-  const envelope = (result: { status: 'Success' | 'Failure'; message?: string; retryAfterSeconds?: number }) =>
-    ({
-      apiVersion: HOOKS_API_VERSION,
-      kind: `${hook}Response`,
-      ...result,
-      ...(result.message !== undefined ? { message: capiMessage(result.message) } : {}),
-      ...(retry ? { retryAfterSeconds: Math.max(0, Math.trunc(result.retryAfterSeconds ?? 0)) } : {}),
-    }) as HookResponse<H>;
-
-  app.route({
+  const envelope = envelopeOf(hook);
+  app.withTypeProvider<TypeBoxTypeProvider>().route({
     method: 'POST',
     url,
-    schema: { body: requestSchema(hook) },
-    handler: async (request: FastifyRequest, reply: FastifyReply) => {
+    schema: { body: requestSchema(hook), querystring: HookQuerySchema },
+    handler: async (request, reply) => {
       const started = performance.now();
+      // The provider types the body from requestSchema(hook), and fastify has validated it against
+      // that schema; for a generic H TypeScript leaves the provider's conditional type unresolved,
+      // so this one assertion names the type it resolves to for every concrete hook.
       const body = request.body as HookRequest<H>;
-      const timeoutParam = (request.query as Record<string, unknown>).timeout;
-      let callerTimeoutMs = (handler.timeoutSeconds || 10) * 1000;
-      if (typeof timeoutParam === 'string') {
-        const parsed = parseGoDuration(timeoutParam);
-        if (parsed === undefined)
-          throw new HttpError(
-            400,
-            `query parameter timeout=${JSON.stringify(timeoutParam)} is not a Go duration`,
-            'timeout',
-          );
-        // CAPI's timeoutSeconds is 1–30 s; anything else (and timers past 2^31 ms) is clamped into it.
-        callerTimeoutMs = Math.min(MAX_TIMEOUT_MS, Math.max(MIN_TIMEOUT_MS, parsed));
-      }
-      const budget = hookBudgetMs(callerTimeoutMs);
+      const budget = hookBudgetMs(callerTimeoutMs(request.query, handler));
       const controller = new AbortController();
       const ctx: HookContext = {
         hook,
@@ -122,65 +217,15 @@ export function registerHook<H extends HookName>(
         log: request.log,
         ...callerOf(request),
       };
-      let timer: NodeJS.Timeout | undefined;
-      const deadlineReached = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          controller.abort();
-          reject(new BackendUnavailable());
-        }, budget);
-      });
-      let response: HookResponse<H>;
-      let outcome: string;
+      let answered: Answered<H>;
       try {
-        response = envelope(await Promise.race([impl(body, ctx), deadlineReached]));
-        outcome = response.status;
+        const response = envelope(await withinBudget(() => impl(body, ctx), budget, controller));
+        answered = { response, outcome: response.status };
       } catch (err) {
-        if (err instanceof HttpError) throw err;
-        if (err instanceof HookFailure) {
-          response = envelope({ status: 'Failure', message: err.message });
-          outcome = 'Failure';
-        } else if (err instanceof BackendUnavailable) {
-          // Never let CAPI proceed on unknown state: blocking hooks hold it back.
-          response = spec.blocking
-            ? envelope({
-                status: 'Success',
-                message: err.capiMessage ?? UNAVAILABLE_MESSAGE,
-                retryAfterSeconds: options.unavailableRetryAfterSeconds,
-              })
-            : envelope({ status: 'Failure', message: err.capiMessage ?? UNAVAILABLE_MESSAGE });
-          outcome = 'BackendUnavailable';
-          request.log.warn({ hook, reason: err.message }, 'backend unavailable');
-        } else {
-          request.log.error({ hook, err }, 'hook implementation failed');
-          response = envelope({
-            status: 'Failure',
-            message: `internal error in the ${hook} handler; see the extension logs`,
-          });
-          outcome = 'InternalError';
-        }
-      } finally {
-        clearTimeout(timer);
+        answered = answerToError(err, hook, options, request.log);
       }
-      const retryAfter = (response as { retryAfterSeconds?: number }).retryAfterSeconds ?? 0;
-      const answer: HookAnswer = response.status === 'Failure' ? 'failure' : retryAfter > 0 ? 'retry' : 'success';
-      hookRequestDuration.observe({ hook, answer }, (performance.now() - started) / 1000);
-      request.log.info(
-        {
-          hook,
-          handler: handler.name,
-          subject: subjectOf(body as SubjectCarrier),
-          version: versionOf(body as SubjectCarrier),
-          outcome,
-          status: response.status,
-          // Messages are deterministic and carry no secrets (CAPI copies them into conditions).
-          message: response.message,
-          retryAfterSeconds: (response as { retryAfterSeconds?: number }).retryAfterSeconds,
-          durationMs: Math.round(performance.now() - started),
-          bodyBytes: bodyBytesOf(request),
-        },
-        'hook answered',
-      );
-      return reply.code(200).send(response);
+      recordAnswer(request, { hook, handler, body: body as SubjectCarrier, started }, answered);
+      return reply.code(200).send(answered.response);
     },
   });
   registerMethodNotAllowed(app, url);
@@ -189,16 +234,17 @@ export function registerHook<H extends HookName>(
 /** Each connection's caller, read once (CAPI keeps its connections alive). */
 const callers = new WeakMap<object, string | undefined>();
 
-/** `{caller}` from the TLS peer certificate: its CN, else its first subjectAltName; nothing on plain HTTP. */
+/**
+ * `{caller}`: the verified client certificate's subject as caller.ts names it (peerIdentity: its CN,
+ * else its first DNS name); nothing on plain HTTP or without a certificate.
+ */
 function callerOf(request: FastifyRequest): { caller?: string } {
-  const socket = request.socket as Partial<TLSSocket>;
-  if (typeof socket.getPeerCertificate !== 'function') return {};
+  const socket = request.raw.socket;
   let name: string | undefined;
   if (callers.has(socket)) name = callers.get(socket);
   else {
-    const cert = socket.getPeerCertificate();
-    const cn = cert?.subject?.CN;
-    name = (Array.isArray(cn) ? cn[0] : cn) || cert?.subjectaltname?.split(',')[0]?.trim() || undefined;
+    const identity = peerIdentity(socket);
+    name = identity ? subjectName(identity) : undefined;
     callers.set(socket, name);
   }
   return name ? { caller: name } : {};
