@@ -368,6 +368,27 @@ describe('hook deadlines and backend outages', () => {
     expect(res.body).toMatchObject({ status: 'Success', message });
   });
 
+  it('refuses a ?timeout= that is not a Go duration with a 400 naming it, and ignores one given twice', async () => {
+    const bad = await callHook(t.url, pathOf('BeforeClusterDelete'), sampleRequest('BeforeClusterDelete'), {
+      ca: t.ca.certPem,
+      timeout: 'soon',
+    });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.body).toEqual({
+      error: 'BadRequest',
+      message: 'query parameter timeout="soon" is not a Go duration',
+      field: 'timeout',
+    });
+    const twice = await callHook(
+      t.url,
+      `${pathOf('BeforeClusterDelete')}?timeout=1ms&timeout=999999h`,
+      sampleRequest('BeforeClusterDelete'),
+      { ca: t.ca.certPem },
+    );
+    expect(twice.statusCode).toBe(200);
+    expect(twice.body).toMatchObject({ status: 'Success', message: 'budget 8s' });
+  });
+
   it('answers an unexpected error with a generic Failure that leaks nothing', async () => {
     const res = await callHook(t.url, pathOf('AfterClusterUpgrade'), sampleRequest('AfterClusterUpgrade'), {
       ca: t.ca.certPem,

@@ -11,7 +11,7 @@ import { startHookServer, type HookServer } from '../../src/api/http/server.ts';
 import type { LifecycleHandlers } from '../../src/api/handlers/lifecycle/routes.ts';
 import type { InPlaceHandlers } from '../../src/api/handlers/in-place/routes.ts';
 import { noInPlaceHandlers, nonBlockingLifecycleHandlers } from '../../support/stub-handlers.ts';
-import { createCanUpdateHandlers } from '../../src/api/handlers/in-place/machine-updates.ts';
+import { createCanUpdateHandlers } from '../../src/api/handlers/in-place/can-update.ts';
 import type { NodeAgentCheck } from '../../src/platform/kube/node-agents.ts';
 import type { NodeUpgraderCheck } from '../../src/platform/kube/node-upgraders.ts';
 import type { UpgradePlanHandlers } from '../../src/api/handlers/upgrade-plan/routes.ts';

@@ -33,6 +33,39 @@ export interface ClusterLifecycleOptions {
   views: UpgradeViews;
 }
 
+/**
+ * BeforeClusterDelete's use case: every running workflow of the cluster is asked to abort for good
+ * (once: not while its memo shows the abort on its way); returns the ids still running, sorted.
+ */
+async function abortClusterWorkflows(
+  client: Client,
+  views: UpgradeViews,
+  ref: { namespace: string; name: string },
+  checked: () => Promise<void>,
+): Promise<string[]> {
+  const query = `${ClusterNamespace.name} = ${JSON.stringify(ref.namespace)} AND ${ClusterName.name} = ${JSON.stringify(ref.name)} AND ExecutionStatus = "Running"`;
+  const running: string[] = [];
+  for await (const wf of client.workflow.list({ query })) {
+    const memo = Object.values(wf.memo ?? {})[0] as { abortRequested?: string } | undefined;
+    // Signal unless the memo shows an abort on its way (inside visibility's lag a call may signal again: a second abort changes nothing).
+    if (memo?.abortRequested !== 'cluster is being deleted') {
+      await checked();
+      views.invalidate(wf.workflowId);
+      try {
+        await client.workflow
+          .getHandle(wf.workflowId)
+          .signal(abortSignal, { reason: 'cluster is being deleted', final: true });
+      } catch (err) {
+        // Ended since the List saw it (visibility lags): nothing left to abort or wait for.
+        if (err instanceof WorkflowNotFoundError) continue;
+        throw err;
+      }
+    }
+    running.push(wf.workflowId);
+  }
+  return running.sort();
+}
+
 export function createClusterLifecycleHandlers(
   opts: ClusterLifecycleOptions,
 ): Pick<LifecycleHandlers, 'BeforeClusterCreate' | 'AfterControlPlaneInitialized' | 'BeforeClusterDelete'> {
@@ -73,28 +106,8 @@ export function createClusterLifecycleHandlers(
     // Aborting is for good: only for a Cluster that is really going away.
     const checked = checks.before(ctx, clusterDeleteRule(ref));
     return await withinDeadline(client, ctx, async () => {
-      const query = `${ClusterNamespace.name} = ${JSON.stringify(ref.namespace)} AND ${ClusterName.name} = ${JSON.stringify(ref.name)} AND ExecutionStatus = "Running"`;
-      const running: string[] = [];
-      for await (const wf of client.workflow.list({ query })) {
-        const memo = Object.values(wf.memo ?? {})[0] as { abortRequested?: string } | undefined;
-        // Signal unless the memo shows an abort on its way (inside visibility's lag a call may signal again: a second abort changes nothing).
-        if (memo?.abortRequested !== 'cluster is being deleted') {
-          await checked();
-          views.invalidate(wf.workflowId);
-          try {
-            await client.workflow
-              .getHandle(wf.workflowId)
-              .signal(abortSignal, { reason: 'cluster is being deleted', final: true });
-          } catch (err) {
-            // Ended since the List saw it (visibility lags): nothing left to abort or wait for.
-            if (err instanceof WorkflowNotFoundError) continue;
-            throw err;
-          }
-        }
-        running.push(wf.workflowId);
-      }
+      const running = await abortClusterWorkflows(client, views, ref, checked);
       if (running.length === 0) return { status: 'Success', retryAfterSeconds: 0 };
-      running.sort();
       return {
         status: 'Success',
         message: `waiting for ${running.length} workflow(s) of this cluster to wind down: ${running.join(', ')}`,
