@@ -10,11 +10,11 @@
 // server share the event loop, so a parse that held it would show in every discovery.
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import { defaultHandlerName, HOOKS_API_VERSION } from '../src/api/contract.ts';
-import { createClusterUpgradeHandlers } from '../src/api/cluster-upgrades.ts';
-import { hookPath } from '../src/api/hook-route.ts';
-import { requestChecksOff } from '../src/api/request-checks.ts';
-import { DISCOVERY_PATH } from '../src/api/routes/discovery.ts';
+import { defaultHandlerName, HOOKS_API_VERSION } from '../src/api/hooks/contract.ts';
+import { createClusterUpgradeHandlers } from '../src/api/handlers/lifecycle/cluster-upgrades.ts';
+import { hookPath } from '../src/api/hooks/hook-route.ts';
+import { requestChecksOff } from '../src/api/handlers/request-checks.ts';
+import { DISCOVERY_PATH } from '../src/api/hooks/discovery.ts';
 import { callHook } from '../support/capi-client.ts';
 import { cluster } from '../support/capi-fixtures.ts';
 import { mkdtempSync, rmSync } from 'node:fs';

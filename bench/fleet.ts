@@ -77,8 +77,8 @@ import { parseArgs } from 'node:util';
 import { Agent } from 'node:https';
 import { Client, Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { defaultHandlerName, type HookName } from '../src/api/contract.ts';
-import { hookPath } from '../src/api/hook-route.ts';
+import { defaultHandlerName, type HookName } from '../src/api/hooks/contract.ts';
+import { hookPath } from '../src/api/hooks/hook-route.ts';
 import { policyKeys } from '../src/domain/policy-keys.ts';
 import {
   CLUSTER_UPGRADE_MEMO_KEY,

@@ -31,7 +31,7 @@ import { CoordinationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { nodeUpgraderLeaseName } from '../src/platform/kube/node-upgraders.ts';
 import { DEFAULT_NODE_UPGRADER_NAMESPACE } from '../src/model/machine-update.ts';
-import { queueMachineUpdate } from '../src/api/machine-update-queue.ts';
+import { queueMachineUpdate } from '../src/api/handlers/in-place/machine-update-queue.ts';
 import { ensureNodeUpgradeRequestCrd } from '../src/activities/executors/delegate.ts';
 import { machineUpdateSlotsQuery } from '../src/workflows/messages.ts';
 import { machineUpdateSlotsWorkflowId, type MachineUpdateStatus } from '../src/model/machine-update.ts';

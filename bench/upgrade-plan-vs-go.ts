@@ -35,7 +35,7 @@ import { join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { HOOKS_PATH_PREFIX } from '../src/api/contract.ts';
+import { HOOKS_PATH_PREFIX } from '../src/api/hooks/contract.ts';
 import { chainedPlanRequestBody, postHook, type Target } from './lib/hook-client.ts';
 import { startBenchHookServer, writeServingCertificate } from '../support/hook-server.ts';
 import { closedLoop, type Phase } from './lib/load.ts';

@@ -4,7 +4,7 @@
 // order and stopped in reverse.
 import { Runtime } from '@temporalio/worker';
 import { managementKubeConfig } from './platform/kube/clients.ts';
-import type { HookServer } from './api/server.ts';
+import type { HookServer } from './api/http/server.ts';
 import { ConfigError, parseConfig, type AppConfig } from './config/index.ts';
 import { variable } from './config/environment.ts';
 import { configureWorkloadReads } from './platform/kube/workload-kube-config.ts';

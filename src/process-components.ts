@@ -2,10 +2,13 @@
 // order and stops them in reverse. They share one config, one set of Temporal clients and one
 // management KubeConfig (one connection pool for the api's checks and the worker's activities).
 import type { KubeConfig } from '@kubernetes/client-node';
-import { BackgroundRecorder } from './api/background-recorder.ts';
-import { createClusterUpgradeHandlers, type ClusterUpgradeHandlers } from './api/cluster-upgrades.ts';
-import { HookRegistry } from './api/registry.ts';
-import { createInPlaceHandlers } from './api/machine-updates.ts';
+import { BackgroundRecorder } from './api/hooks/background-recorder.ts';
+import {
+  createClusterUpgradeHandlers,
+  type ClusterUpgradeHandlers,
+} from './api/handlers/lifecycle/cluster-upgrades.ts';
+import { HookRegistry } from './api/hooks/registry.ts';
+import { createInPlaceHandlers } from './api/handlers/in-place/machine-updates.ts';
 import { createNodeAgentCheck } from './platform/kube/node-agents.ts';
 import { createNodeUpgraderCheck } from './platform/kube/node-upgraders.ts';
 import {
@@ -14,11 +17,11 @@ import {
   REQUEST_CHECKS_ON_MESSAGE,
   requestChecksOff,
   type RequestChecks,
-} from './api/request-checks.ts';
+} from './api/handlers/request-checks.ts';
 import { isManagementClusterConfigured, MANAGEMENT_CLUSTER_NOT_CONFIGURED_MESSAGE } from './platform/kube/clients.ts';
 import { DEFAULT_WORKLOAD_NAMESPACE } from './activities/machine-update.ts';
-import { upgradePlanHandlers } from './api/routes/upgrade-plan.ts';
-import { startHookServer, type HookServer } from './api/server.ts';
+import { upgradePlanHandlers } from './api/handlers/upgrade-plan/generate-upgrade-plan.ts';
+import { startHookServer, type HookServer } from './api/http/server.ts';
 import type { AppConfig } from './config/index.ts';
 import { startOpsServer, type HealthCheck, type OpsServer } from './ops/ops-server.ts';
 import { startTemporalProbe } from './ops/temporal-probe.ts';

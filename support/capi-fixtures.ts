@@ -1,7 +1,7 @@
 // Requests shaped like CAPI's (v1.13+: v1beta2 objects, status and
 // managedFields stripped), built after the Go types in
 // api/runtime/hooks/v1alpha1 and the CAPI book's examples.
-import { HOOKS_API_VERSION, type HookName, type HookRequest } from '../src/api/contract.ts';
+import { HOOKS_API_VERSION, type HookName, type HookRequest } from '../src/api/hooks/contract.ts';
 
 export function cluster(name = 'prod-1', namespace = 'fleet-a', version = 'v1.33.0') {
   return {

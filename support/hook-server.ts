@@ -2,11 +2,11 @@
 // serving certificate it (and controller-runtime's webhook server) reads.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HookRegistry } from '../src/api/registry.ts';
-import { noInPlaceHandlers } from '../src/api/routes/in-place.ts';
-import { nonBlockingLifecycleHandlers, type LifecycleHandlers } from '../src/api/routes/lifecycle.ts';
-import { upgradePlanHandlers } from '../src/api/routes/upgrade-plan.ts';
-import { startHookServer, type HookServer } from '../src/api/server.ts';
+import { HookRegistry } from '../src/api/hooks/registry.ts';
+import type { LifecycleHandlers } from '../src/api/handlers/lifecycle/routes.ts';
+import { upgradePlanHandlers } from '../src/api/handlers/upgrade-plan/generate-upgrade-plan.ts';
+import { noInPlaceHandlers, nonBlockingLifecycleHandlers } from './stub-handlers.ts';
+import { startHookServer, type HookServer } from '../src/api/http/server.ts';
 import { parseConfig } from '../src/config/index.ts';
 import { createCertificateAuthority, issueCertificate } from '../src/local/certs.ts';
 

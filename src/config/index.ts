@@ -59,7 +59,7 @@ export interface AppConfig {
   workerDrainTimeoutMs: number;
   /**
    * HOOK_REQUEST_CHECKS (on|off, default on): check every request that starts or signals a workflow
-   * against the management cluster first (src/api/request-checks.ts). Off only for a stack without one.
+   * against the management cluster first (src/api/handlers/request-checks.ts). Off only for a stack without one.
    */
   requestChecks: boolean;
   /** NODE_UPGRADER_NAMESPACE: where management-executor node upgraders renew their Leases (api). */

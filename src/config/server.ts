@@ -35,7 +35,7 @@ export interface ServerConfig {
   insecureHttp: boolean;
   /** Largest request body per hook family; larger ones get 413 before they are read (docs/limits.md). */
   bodyLimits: Record<HookFamily, number>;
-  /** Body bytes being read, parsed and handled at once, all requests together (src/api/body-budget.ts). */
+  /** Body bytes being read, parsed and handled at once, all requests together (src/api/http/body-budget.ts). */
   bodyBytesInFlight: number;
   /** Most JSON items (objects, arrays, members, elements) a body may hold; more get 413 before it is parsed (src/domain/json-bounds.ts). */
   bodyMaxJsonItems: number;

@@ -29,11 +29,17 @@ export type HookName = keyof typeof hookDefaults;
 export const hookNames = Object.keys(hookDefaults) as HookName[];
 
 type HooksWhere<P> = { [H in HookName]: (typeof hookDefaults)[H] extends P ? H : never }[HookName];
+/** The hooks of one family, in the order of hookDefaults. */
+export type HookOf<F extends HookFamily> = HooksWhere<{ family: F }>;
+export function hooksOf<F extends HookFamily>(family: F): readonly HookOf<F>[] {
+  return hookNames.filter((h): h is HookOf<F> => hookDefaults[h].family === family);
+}
 /** BeforeClusterCreate … BeforeClusterDelete, in the order CAPI calls them. */
-export type LifecycleHook = HooksWhere<{ family: 'lifecycle' }>;
-export const lifecycleHooks: readonly LifecycleHook[] = hookNames.filter(
-  (h): h is LifecycleHook => hookDefaults[h].family === 'lifecycle',
-);
+export type LifecycleHook = HookOf<'lifecycle'>;
+export const lifecycleHooks = hooksOf('lifecycle');
+/** CanUpdateMachine, CanUpdateMachineSet, UpdateMachine. */
+export type InPlaceHook = HookOf<'in-place'>;
+export const inPlaceHooks = hooksOf('in-place');
 /** The lifecycle hooks an upgrade workflow gates, in the order CAPI calls them. */
 export type UpgradeHook = HooksWhere<{ upgradeGate: true }>;
 export const upgradeHooks: readonly UpgradeHook[] = hookNames.filter(

@@ -4,8 +4,8 @@
 // after a second when the call itself fails; done on `retryAfterSeconds: 0`. A Machine's
 // desired spec is its version: a newer one (v1.31.15 → .16 → …) is a new desired spec.
 // Every answer is recorded, with when it was sent and got, for the invariants.
-import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
-import { hookPath } from '../../src/api/hook-route.ts';
+import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/hooks/contract.ts';
+import { hookPath } from '../../src/api/hooks/hook-route.ts';
 import { specHash } from '../../src/domain/in-place.ts';
 import { machineUpdateWorkflowId } from '../../src/model/machine-update.ts';
 import { CLUSTER_NAME_LABEL } from '../../src/platform/kube/capi-api.ts';

@@ -7,8 +7,8 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { defaultHandlerName } from '../../src/api/contract.ts';
-import { hookPath } from '../../src/api/hook-route.ts';
+import { defaultHandlerName } from '../../src/api/hooks/contract.ts';
+import { hookPath } from '../../src/api/hooks/hook-route.ts';
 import { callHook } from '../../support/capi-client.ts';
 import { CapiTierClient, type Condition } from '../support/capi-cluster.ts';
 import { sampleRequest } from '../../support/capi-fixtures.ts';

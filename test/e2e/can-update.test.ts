@@ -1,7 +1,7 @@
 // CanUpdateMachine / CanUpdateMachineSet over HTTPS with CAPI-shaped requests.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
-import { hookPath } from '../../src/api/hook-route.ts';
+import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/hooks/contract.ts';
+import { hookPath } from '../../src/api/hooks/hook-route.ts';
 import { callHook } from '../../support/capi-client.ts';
 import { infrastructureMachine, kubeadmConfig, machine, machineSet, template } from '../../support/capi-fixtures.ts';
 import { startTestHookServer, type TestHookServer } from '../support/hook-server.ts';

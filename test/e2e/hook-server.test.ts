@@ -12,10 +12,10 @@ import {
   hookNames,
   responseSchema,
   type HookName,
-} from '../../src/api/contract.ts';
-import { defaultHandlerName } from '../../src/api/contract.ts';
-import { hookPath, UNAVAILABLE_MESSAGE } from '../../src/api/hook-route.ts';
-import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
+} from '../../src/api/hooks/contract.ts';
+import { defaultHandlerName } from '../../src/api/hooks/contract.ts';
+import { hookPath, UNAVAILABLE_MESSAGE } from '../../src/api/hooks/hook-route.ts';
+import { DISCOVERY_PATH } from '../../src/api/hooks/discovery.ts';
 import { testPki } from '../support/pki.ts';
 import { callHook } from '../../support/capi-client.ts';
 import { sampleRequest } from '../../support/capi-fixtures.ts';
@@ -218,7 +218,7 @@ describe('hook server over HTTPS', () => {
       );
     });
 
-    // Bounds Kubernetes and CAPI themselves enforce (LIMITS in src/api/contract.ts): past them, 400 naming the field.
+    // Bounds Kubernetes and CAPI themselves enforce (LIMITS in src/api/hooks/contract.ts): past them, 400 naming the field.
     const tooLong: [string, (body: Record<string, unknown>) => void, string, RegExp][] = [
       [
         'a version',
@@ -366,6 +366,27 @@ describe('hook deadlines and backend outages', () => {
       timeout,
     });
     expect(res.body).toMatchObject({ status: 'Success', message });
+  });
+
+  it('refuses a ?timeout= that is not a Go duration with a 400 naming it, and ignores one given twice', async () => {
+    const bad = await callHook(t.url, pathOf('BeforeClusterDelete'), sampleRequest('BeforeClusterDelete'), {
+      ca: t.ca.certPem,
+      timeout: 'soon',
+    });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.body).toEqual({
+      error: 'BadRequest',
+      message: 'query parameter timeout="soon" is not a Go duration',
+      field: 'timeout',
+    });
+    const twice = await callHook(
+      t.url,
+      `${pathOf('BeforeClusterDelete')}?timeout=1ms&timeout=999999h`,
+      sampleRequest('BeforeClusterDelete'),
+      { ca: t.ca.certPem },
+    );
+    expect(twice.statusCode).toBe(200);
+    expect(twice.body).toMatchObject({ status: 'Success', message: 'budget 8s' });
   });
 
   it('answers an unexpected error with a generic Failure that leaks nothing', async () => {

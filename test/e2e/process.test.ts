@@ -3,8 +3,8 @@
 // both roles, against the run's Temporal server; then SIGTERM.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { HOOKS_API_VERSION } from '../../src/api/contract.ts';
-import { DISCOVERY_PATH } from '../../src/api/routes/discovery.ts';
+import { HOOKS_API_VERSION } from '../../src/api/hooks/contract.ts';
+import { DISCOVERY_PATH } from '../../src/api/hooks/discovery.ts';
 import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
 import { callHook } from '../../support/capi-client.ts';
 import { cluster, sampleRequest } from '../../support/capi-fixtures.ts';

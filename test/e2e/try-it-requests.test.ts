@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { HOOKS_PATH_PREFIX } from '../../src/api/contract.ts';
+import { HOOKS_PATH_PREFIX } from '../../src/api/hooks/contract.ts';
 import { callHook } from '../../support/capi-client.ts';
 import { startExtensionProcess, type ExtensionProcess } from '../support/extension-process.ts';
 import { testPki } from '../support/pki.ts';

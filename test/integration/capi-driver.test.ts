@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { BatchV1Api, type V1Job } from '@kubernetes/client-node';
 import { isConflict } from '../../src/platform/kube/errors.ts';
 import { NODE_NAME_LABEL } from '../../src/activities/machine-update.ts';
-import { PENDING_HOOKS_ANNOTATION, UPDATE_IN_PROGRESS_ANNOTATION } from '../../src/api/request-checks.ts';
+import { PENDING_HOOKS_ANNOTATION, UPDATE_IN_PROGRESS_ANNOTATION } from '../../src/api/handlers/request-checks.ts';
 import {
   createNodes,
   deleteGroup,

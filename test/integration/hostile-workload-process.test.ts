@@ -6,8 +6,8 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { defaultHandlerName } from '../../src/api/contract.ts';
-import { hookPath } from '../../src/api/hook-route.ts';
+import { defaultHandlerName } from '../../src/api/hooks/contract.ts';
+import { hookPath } from '../../src/api/hooks/hook-route.ts';
 import { callHook } from '../../support/capi-client.ts';
 import { delegateCanUpdateMachine } from '../../support/capi-fixtures.ts';
 import { createNamespace, managementApi, testbed, testGroup } from '../../support/testbed-fixtures.ts';

@@ -3,8 +3,8 @@
 // workload cluster: no in-place claim unless an agent's Lease is fresh.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoordinationV1Api } from '@kubernetes/client-node';
-import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
-import { hookPath } from '../../src/api/hook-route.ts';
+import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/hooks/contract.ts';
+import { hookPath } from '../../src/api/hooks/hook-route.ts';
 import { createNodeAgentCheck, nodeAgentLeaseName } from '../../src/platform/kube/node-agents.ts';
 import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { callHook } from '../../support/capi-client.ts';

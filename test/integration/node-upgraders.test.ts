@@ -5,8 +5,8 @@
 // the infrastructure kind renews its Lease, and then only what it declares.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoordinationV1Api } from '@kubernetes/client-node';
-import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
-import { hookPath } from '../../src/api/hook-route.ts';
+import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/hooks/contract.ts';
+import { hookPath } from '../../src/api/hooks/hook-route.ts';
 import {
   createNodeUpgraderCheck,
   IN_PLACE_PATHS_ANNOTATION,

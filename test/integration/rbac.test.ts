@@ -55,7 +55,7 @@ import type { UpgradeActivities } from '../../src/activities/upgrade-types.ts';
 import { createNodeAgentCheck, type NodeAgentCheck } from '../../src/platform/kube/node-agents.ts';
 import { createNodeUpgraderCheck } from '../../src/platform/kube/node-upgraders.ts';
 import { startStandInStatus } from '../support/stand-in-status.ts';
-import { managementObjects } from '../../src/api/request-checks.ts';
+import { managementObjects } from '../../src/api/handlers/request-checks.ts';
 import {
   createKubeadmConfigWithSecretFile,
   capiCluster,

@@ -13,10 +13,10 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { PooledKubeConfig } from '../../src/platform/kube/pooled-kube-config.ts';
-import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
-import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
-import { hookPath } from '../../src/api/hook-route.ts';
-import { createInPlaceHandlers } from '../../src/api/machine-updates.ts';
+import { createClusterUpgradeHandlers } from '../../src/api/handlers/lifecycle/cluster-upgrades.ts';
+import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/hooks/contract.ts';
+import { hookPath } from '../../src/api/hooks/hook-route.ts';
+import { createInPlaceHandlers } from '../../src/api/handlers/in-place/machine-updates.ts';
 import { hookRequestChecks, temporalRequestDuration } from '../../src/ops/metrics.ts';
 import {
   CHECK_UNAVAILABLE_MESSAGE,
@@ -25,7 +25,7 @@ import {
   PENDING_HOOKS_ANNOTATION,
   UPDATE_IN_PROGRESS_ANNOTATION,
   type ManagementObjects,
-} from '../../src/api/request-checks.ts';
+} from '../../src/api/handlers/request-checks.ts';
 import { specHash } from '../../src/domain/in-place.ts';
 import { clusterUpgradeWorkflowId } from '../../src/model/cluster-upgrade.ts';
 import { machineUpdateSlotsWorkflowId, machineUpdateWorkflowId } from '../../src/model/machine-update.ts';

@@ -20,7 +20,7 @@ import { assembleImage } from '../../scripts/image.ts';
 import { prepareInputs } from '../../scripts/image/inputs.ts';
 import { pushImage } from '../../scripts/oci/push.ts';
 import { NAMESPACE } from '../../scripts/release.ts';
-import { HOOKS_API_VERSION } from '../../src/api/contract.ts';
+import { HOOKS_API_VERSION } from '../../src/api/hooks/contract.ts';
 import { issueCertificate } from '../../src/local/certs.ts';
 import { REGISTRY_HOST, REGISTRY_SITE_PORT, type KubeadmCluster } from '../../support/nodes/kubeadm-cluster.ts';
 import { SITE_GATEWAY } from '../../support/nodes/network.ts';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { requireEnv } from './services.ts';
-import { REQUEST_CHECKS_ON_MESSAGE } from '../../src/api/request-checks.ts';
+import { REQUEST_CHECKS_ON_MESSAGE } from '../../src/api/handlers/request-checks.ts';
 import { inMemoryCluster, inMemoryClusterClass, upgradeArgs } from '../../src/local/in-memory-samples.ts';
 
 const run = promisify(execFile);

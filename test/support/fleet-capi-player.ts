@@ -9,10 +9,10 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 import { createFleetActivities } from '../../src/activities/fleet.ts';
 import { managementKubeConfig } from '../../src/platform/kube/clients.ts';
 import { workflowPort } from '../../src/platform/temporal/workflows.ts';
-import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
-import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
-import { hookPath } from '../../src/api/hook-route.ts';
-import { requestChecksOff } from '../../src/api/request-checks.ts';
+import { createClusterUpgradeHandlers } from '../../src/api/handlers/lifecycle/cluster-upgrades.ts';
+import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/hooks/contract.ts';
+import { hookPath } from '../../src/api/hooks/hook-route.ts';
+import { requestChecksOff } from '../../src/api/handlers/request-checks.ts';
 import { fleetRolloutWorkflowId, type FleetRolloutInput } from '../../src/model/fleet-rollout.ts';
 import { callHook } from '../../support/capi-client.ts';
 import {

@@ -6,14 +6,16 @@ import { join } from 'node:path';
 import { parseConfig } from '../../src/config/index.ts';
 import type { ServerConfig } from '../../src/config/server.ts';
 import type { PemPair } from '../../src/local/certs.ts';
-import { HookRegistry } from '../../src/api/registry.ts';
-import { startHookServer, type HookServer } from '../../src/api/server.ts';
-import { nonBlockingLifecycleHandlers, type LifecycleHandlers } from '../../src/api/routes/lifecycle.ts';
-import { noInPlaceHandlers, type InPlaceHandlers } from '../../src/api/routes/in-place.ts';
-import { createCanUpdateHandlers } from '../../src/api/machine-updates.ts';
+import { HookRegistry } from '../../src/api/hooks/registry.ts';
+import { startHookServer, type HookServer } from '../../src/api/http/server.ts';
+import type { LifecycleHandlers } from '../../src/api/handlers/lifecycle/routes.ts';
+import type { InPlaceHandlers } from '../../src/api/handlers/in-place/routes.ts';
+import { noInPlaceHandlers, nonBlockingLifecycleHandlers } from '../../support/stub-handlers.ts';
+import { createCanUpdateHandlers } from '../../src/api/handlers/in-place/can-update.ts';
 import type { NodeAgentCheck } from '../../src/platform/kube/node-agents.ts';
 import type { NodeUpgraderCheck } from '../../src/platform/kube/node-upgraders.ts';
-import { upgradePlanHandlers, type UpgradePlanHandlers } from '../../src/api/routes/upgrade-plan.ts';
+import type { UpgradePlanHandlers } from '../../src/api/handlers/upgrade-plan/routes.ts';
+import { upgradePlanHandlers } from '../../src/api/handlers/upgrade-plan/generate-upgrade-plan.ts';
 import { testPki } from './pki.ts';
 
 export interface TestHookServer {

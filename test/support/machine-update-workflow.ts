@@ -7,11 +7,11 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { NativeConnection, Worker } from '@temporalio/worker';
-import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/contract.ts';
-import { hookPath } from '../../src/api/hook-route.ts';
-import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
-import { createInPlaceHandlers } from '../../src/api/machine-updates.ts';
-import { requestChecksOff } from '../../src/api/request-checks.ts';
+import { defaultHandlerName, HOOKS_API_VERSION } from '../../src/api/hooks/contract.ts';
+import { hookPath } from '../../src/api/hooks/hook-route.ts';
+import { createClusterUpgradeHandlers } from '../../src/api/handlers/lifecycle/cluster-upgrades.ts';
+import { createInPlaceHandlers } from '../../src/api/handlers/in-place/machine-updates.ts';
+import { requestChecksOff } from '../../src/api/handlers/request-checks.ts';
 import type {
   MachineEventInput,
   MachineUpdateActivities,

@@ -4,11 +4,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection, Worker } from '@temporalio/worker';
-import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/contract.ts';
-import { createClusterUpgradeHandlers } from '../../src/api/cluster-upgrades.ts';
-import { requestChecksOff } from '../../src/api/request-checks.ts';
-import type { UpgradeViews } from '../../src/api/upgrade-views.ts';
-import { hookPath } from '../../src/api/hook-route.ts';
+import { defaultHandlerName, HOOKS_API_VERSION, type HookName } from '../../src/api/hooks/contract.ts';
+import { createClusterUpgradeHandlers } from '../../src/api/handlers/lifecycle/cluster-upgrades.ts';
+import { requestChecksOff } from '../../src/api/handlers/request-checks.ts';
+import type { UpgradeViews } from '../../src/api/handlers/lifecycle/upgrade-views.ts';
+import { hookPath } from '../../src/api/hooks/hook-route.ts';
 import { CancelledFailure, Context } from '@temporalio/activity';
 import type {
   CapacityReadiness,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { BackgroundRecorder } from '../../src/api/background-recorder.ts';
+import { BackgroundRecorder } from '../../src/api/hooks/background-recorder.ts';
 
 const logs: string[] = [];
 const log = {

@@ -1,7 +1,7 @@
-// The in-flight body budget (src/api/body-budget.ts) on its own; the e2e tier
+// The in-flight body budget (src/api/http/body-budget.ts) on its own; the e2e tier
 // (test/e2e/bounded-memory.test.ts) runs it inside the real process.
 import { describe, expect, it } from '@jest/globals';
-import { BodyBudget } from '../../src/api/body-budget.ts';
+import { BodyBudget } from '../../src/api/http/body-budget.ts';
 
 const budget = (waitMs = 10_000) => new BodyBudget({ totalBytes: 100, smallBodyBytes: 10, smallReserve: 20, waitMs });
 

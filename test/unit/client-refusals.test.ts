@@ -2,8 +2,8 @@
 // budget (a scanner cannot flood the log), the allow-list match and the 403 message.
 // test/e2e/hook-server.test.ts drives them over real TLS.
 import { describe, expect, it } from '@jest/globals';
-import { subjectAllowed } from '../../src/api/caller.ts';
-import { LogBudget, notAllowedMessage } from '../../src/api/client-refusals.ts';
+import { subjectAllowed } from '../../src/api/http/caller.ts';
+import { LogBudget, notAllowedMessage } from '../../src/api/http/client-refusals.ts';
 
 describe('LogBudget', () => {
   it('admits a fixed number of lines per window, then reports how many it held back', () => {

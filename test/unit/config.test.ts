@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { ConfigError, parseConfig } from '../../src/config/index.ts';
-import { parseGoDuration, hookBudgetMs } from '../../src/api/deadline.ts';
+import { parseGoDuration, hookBudgetMs } from '../../src/api/http/deadline.ts';
 
 describe('parseConfig', () => {
   it("has defaults that match CAPI's own extensions", () => {

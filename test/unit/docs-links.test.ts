@@ -65,7 +65,7 @@ describe('README.md and docs/', () => {
   });
 
   it.each(pages)('%s: every repository path it names in code exists', (page) => {
-    // `src/api/contract.ts`, `config/default`, `scripts/capi.sh up`: the first word of a code span under a
+    // `src/api/hooks/contract.ts`, `config/default`, `scripts/capi.sh up`: the first word of a code span under a
     // top-level folder; patterns (`<family>`, `*`, `…`) are not paths.
     const missing = [...text(page).matchAll(/`((?:src|test|bench|scripts|config|docs|tools)\/[^`\s]*)/g)]
       .map((m) => m[1]!.replace(/:\d+$/, ''))

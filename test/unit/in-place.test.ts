@@ -17,7 +17,7 @@ import { formatPointer, parsePointer } from '../../src/domain/json-pointer.ts';
 import { canonicalJson } from '../../src/domain/canonical-json.ts';
 import type { JsonPatch, JsonPatchOp, MachineObjects } from '../../src/domain/in-place.ts';
 import type { InPlacePolicy } from '../../src/domain/in-place-policy.ts';
-import type { HookRequest, HookResult, Patch } from '../../src/api/contract.ts';
+import type { HookRequest, HookResult, Patch } from '../../src/api/hooks/contract.ts';
 import { infrastructureMachine, kubeadmConfig, machine, machineSet, template } from '../../support/capi-fixtures.ts';
 
 // ---- a tiny RFC 6902 apply (add / replace / remove), independent of the module ----

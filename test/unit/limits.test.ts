@@ -1,6 +1,6 @@
 // The request bounds agree with what the rest of the extension plans and keeps.
 import { describe, expect, it } from '@jest/globals';
-import { LIMITS } from '../../src/api/contract.ts';
+import { LIMITS } from '../../src/api/hooks/contract.ts';
 import { MAX_PLAN_MINORS } from '../../src/domain/upgrade-plan.ts';
 import { MAX_GATES_PER_UPGRADE, MAX_UPGRADE_STEPS } from '../../src/model/cluster-upgrade.ts';
 

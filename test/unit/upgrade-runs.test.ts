@@ -3,8 +3,8 @@
 // "internal error in the BeforeClusterUpgrade handler" when this timer fired before Date.now()
 // reached the deadline (libuv's timers run on the loop's cached clock, late loops fire early).
 import { describe, expect, it } from '@jest/globals';
-import { BackendUnavailable } from '../../src/api/errors.ts';
-import { withinHookDeadline } from '../../src/api/upgrade-runs.ts';
+import { BackendUnavailable } from '../../src/api/hooks/errors.ts';
+import { withinHookDeadline } from '../../src/api/handlers/lifecycle/upgrade-runs.ts';
 
 const never = new Promise<never>(() => {});
 

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { describe, expect, it } from '@jest/globals';
-import { UpgradeViews, type ListedRun, type RunView } from '../../src/api/upgrade-views.ts';
+import { UpgradeViews, type ListedRun, type RunView } from '../../src/api/handlers/lifecycle/upgrade-views.ts';
 
 const running = (runId: string, memo: unknown): RunView => ({
   runId,

@@ -1,7 +1,7 @@
 // Operating an upgrade: abort and resume from the real CLI, supersede,
 // cluster deletion, outages of the worker, schedule policies.
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
-import { UNAVAILABLE_MESSAGE } from '../../src/api/hook-route.ts';
+import { UNAVAILABLE_MESSAGE } from '../../src/api/hooks/hook-route.ts';
 import type { ClusterUpgradeStatus } from '../../src/model/cluster-upgrade.ts';
 import { recordHistoryIfAsked } from '../support/record-history.ts';
 import { temporalSignal } from '../support/temporal-cli.ts';

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { beforeEach, describe, expect, it } from '@jest/globals';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { HOOKS_API_VERSION } from '../../src/api/contract.ts';
+import { HOOKS_API_VERSION } from '../../src/api/hooks/contract.ts';
 import { specHash } from '../../src/domain/in-place.ts';
 import {
   machineUpdateSlotsWorkflowId,

@@ -27,15 +27,15 @@ import { createActivities } from '../../../src/activities/index.ts';
 import type { JobExecutorConfig } from '../../../src/activities/executors/job.ts';
 import { managementKubeConfig } from '../../../src/platform/kube/clients.ts';
 import { NodeUpgradeWatch } from '../../../src/activities/node-upgrade-watch.ts';
-import { defaultHandlerName, HOOKS_API_VERSION } from '../../../src/api/contract.ts';
-import { hookPath } from '../../../src/api/hook-route.ts';
-import { createInPlaceHandlers } from '../../../src/api/machine-updates.ts';
+import { defaultHandlerName, HOOKS_API_VERSION } from '../../../src/api/hooks/contract.ts';
+import { hookPath } from '../../../src/api/hooks/hook-route.ts';
+import { createInPlaceHandlers } from '../../../src/api/handlers/in-place/machine-updates.ts';
 import {
   createRequestChecks,
   managementObjects,
   PENDING_HOOKS_ANNOTATION,
   UPDATE_IN_PROGRESS_ANNOTATION,
-} from '../../../src/api/request-checks.ts';
+} from '../../../src/api/handlers/request-checks.ts';
 import { specHash } from '../../../src/domain/in-place.ts';
 import { machineUpdateSlotsWorkflowId, machineUpdateWorkflowId } from '../../../src/model/machine-update.ts';
 import { abortSignal, retrySignal } from '../../../src/workflows/messages.ts';

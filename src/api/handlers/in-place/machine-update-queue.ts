@@ -8,10 +8,10 @@ import {
   type MachineUpdateInput,
   type MachineUpdateSlotsInput,
   type MachineUpdateSlotsStatus,
-} from '../model/machine-update.ts';
-import { acquireSlotSignal, machineUpdateSlotsQuery } from '../workflows/messages.ts';
-import { ClusterName, ClusterNamespace } from '../model/search-attributes.ts';
-import { workflowTypes } from '../model/workflow-types.ts';
+} from '../../../model/machine-update.ts';
+import { acquireSlotSignal, machineUpdateSlotsQuery } from '../../../workflows/messages.ts';
+import { ClusterName, ClusterNamespace } from '../../../model/search-attributes.ts';
+import { workflowTypes } from '../../../model/workflow-types.ts';
 
 /** How long a hook waits for the slots workflow to answer where an update is (it needs a worker). */
 const QUEUE_QUERY_MS = 2_000;

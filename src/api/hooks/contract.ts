@@ -5,11 +5,17 @@
 // open (additionalProperties) because CAPI sends whole Cluster/Machine objects
 // whose fields grow between releases; only what we read is required.
 import { Type, type Static, type TSchema } from 'typebox';
-import { DNS1123_LABEL, DNS1123_SUBDOMAIN, MAX_UPGRADE_STEPS } from '../model/cluster-upgrade.ts';
-import { hookDefaults, hookNames, type FailurePolicy, type HookFamily, type HookName } from '../model/hooks.ts';
+import { DNS1123_LABEL, DNS1123_SUBDOMAIN, MAX_UPGRADE_STEPS } from '../../model/cluster-upgrade.ts';
+import { hookDefaults, hookNames, type FailurePolicy, type HookFamily, type HookName } from '../../model/hooks.ts';
 
 // The hook names live below config and api both; they are part of this contract too.
-export { defaultHandlerName, hookNames, type FailurePolicy, type HookFamily, type HookName } from '../model/hooks.ts';
+export {
+  defaultHandlerName,
+  hookNames,
+  type FailurePolicy,
+  type HookFamily,
+  type HookName,
+} from '../../model/hooks.ts';
 
 export const HOOKS_API_VERSION = 'hooks.runtime.cluster.x-k8s.io/v1alpha1';
 export const HOOKS_PATH_PREFIX = `/${HOOKS_API_VERSION}`;

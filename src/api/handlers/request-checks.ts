@@ -12,13 +12,13 @@
 // repeat polls of known work answer from what Temporal has and never read
 // Kubernetes. docs/request-checks.md says what CAPI sees in each case.
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { stableError } from '../platform/kube/stable-error.ts';
-import { apiClient } from '../platform/kube/clients.ts';
-import { isObjectNotFound } from '../platform/kube/errors.ts';
-import { hookRequestChecks } from '../ops/metrics.ts';
-import { BackendUnavailable, HookFailure } from './errors.ts';
-import type { HookContext } from './hook-route.ts';
-import { CAPI_GROUP, CAPI_VERSION, type ClusterObject, type MachineObject } from '../platform/kube/capi-api.ts';
+import { stableError } from '../../platform/kube/stable-error.ts';
+import { apiClient } from '../../platform/kube/clients.ts';
+import { isObjectNotFound } from '../../platform/kube/errors.ts';
+import { hookRequestChecks } from '../../ops/metrics.ts';
+import { BackendUnavailable, HookFailure } from '../hooks/errors.ts';
+import type { HookContext } from '../hooks/hook-route.ts';
+import { CAPI_GROUP, CAPI_VERSION, type ClusterObject, type MachineObject } from '../../platform/kube/capi-api.ts';
 
 /** Set by KCP / the MachineSet controller on a Machine it updates in place (clusterv1.UpdateInProgressAnnotation). */
 export const UPDATE_IN_PROGRESS_ANNOTATION = 'in-place-updates.internal.cluster.x-k8s.io/update-in-progress';

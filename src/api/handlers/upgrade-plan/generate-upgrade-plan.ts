@@ -1,22 +1,11 @@
 // GenerateUpgradePlan: CAPI asks for the chain of versions (control plane
 // and workers) from the current versions to the target. Pure and fast: no
 // backend call, so it never waits on Temporal.
-import type { FastifyPluginAsync } from 'fastify';
-import { resolvePlanPolicy } from '../../domain/plan-policy.ts';
-import { generateUpgradePlan } from '../../domain/upgrade-plan.ts';
-import { HookFailure } from '../errors.ts';
-import { registerHook, type HookImplementation, type HookRouteOptions } from '../hook-route.ts';
-
-export interface UpgradePlanHandlers {
-  GenerateUpgradePlan: HookImplementation<'GenerateUpgradePlan'>;
-}
-
-export const upgradePlanRoutes: FastifyPluginAsync<HookRouteOptions & { handlers: UpgradePlanHandlers }> = async (
-  app,
-  opts,
-) => {
-  registerHook(app, opts, 'GenerateUpgradePlan', opts.handlers.GenerateUpgradePlan);
-};
+import { resolvePlanPolicy } from '../../../domain/plan-policy.ts';
+import { generateUpgradePlan } from '../../../domain/upgrade-plan.ts';
+import { HookFailure } from '../../hooks/errors.ts';
+import type { HookImplementation } from '../../hooks/hook-route.ts';
+import type { UpgradePlanHandlers } from './routes.ts';
 
 const steps = (versions: readonly string[]) => versions.map((version) => ({ version }));
 

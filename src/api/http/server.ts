@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Server as HttpsServer } from 'node:https';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
-import { DISCOVERY_BODY_LIMIT_BYTES, type ServerConfig } from '../config/server.ts';
+import { DISCOVERY_BODY_LIMIT_BYTES, type ServerConfig } from '../../config/server.ts';
 import hookApp, { type HookAppOptions } from './app.ts';
 import { allowListHook, refusalLog, watchHandshakeFailures } from './client-refusals.ts';
 import { readTlsMaterial, watchCertificates, type CertificateReloader } from './tls.ts';

@@ -10,19 +10,19 @@ import {
   SMALL_BODY_BYTES,
   SMALL_BODY_RESERVE_BYTES,
   type ServerConfig,
-} from '../config/server.ts';
-import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from '../model/cluster-upgrade.ts';
-import { hookBodiesRefused, hookRequestBodyBytes } from '../ops/metrics.ts';
+} from '../../config/server.ts';
+import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from '../../model/cluster-upgrade.ts';
+import { hookBodiesRefused, hookRequestBodyBytes } from '../../ops/metrics.ts';
 import { BodyBudget, recordBodyBytes } from './body-budget.ts';
-import { HOOKS_PATH_PREFIX, hookCatalog, hookNames, type HookName } from './contract.ts';
-import { HttpError } from './errors.ts';
-import { measureJson, type JsonBounds } from '../domain/json-bounds.ts';
-import type { HookRouteOptions } from './hook-route.ts';
-import type { HookRegistry } from './registry.ts';
-import { discoveryRoutes } from './routes/discovery.ts';
-import { inPlaceRoutes, type InPlaceHandlers } from './routes/in-place.ts';
-import { lifecycleRoutes, type LifecycleHandlers } from './routes/lifecycle.ts';
-import { upgradePlanRoutes, type UpgradePlanHandlers } from './routes/upgrade-plan.ts';
+import { HOOKS_PATH_PREFIX, hookCatalog, hookNames, type HookName } from '../hooks/contract.ts';
+import { HttpError } from '../hooks/errors.ts';
+import { measureJson, type JsonBounds } from '../../domain/json-bounds.ts';
+import type { HookRouteOptions } from '../hooks/hook-route.ts';
+import type { HookRegistry } from '../hooks/registry.ts';
+import { discoveryRoutes } from '../hooks/discovery.ts';
+import { inPlaceRoutes, type InPlaceHandlers } from '../handlers/in-place/routes.ts';
+import { lifecycleRoutes, type LifecycleHandlers } from '../handlers/lifecycle/routes.ts';
+import { upgradePlanRoutes, type UpgradePlanHandlers } from '../handlers/upgrade-plan/routes.ts';
 
 export interface HookAppOptions {
   registry: HookRegistry;
@@ -130,28 +130,32 @@ function tooComplex(bound: keyof JsonBounds, bounds: JsonBounds): HttpError {
   );
 }
 
-const hookApp: FastifyPluginAsync<HookAppOptions> = async (app: FastifyInstance, opts) => {
-  const limits = opts.server.bodyLimits;
-  // Each route's body limit from its hook family: what CAPI can send it (docs/limits.md).
+const routeLimit = (request: FastifyRequest) => request.routeOptions.bodyLimit ?? DISCOVERY_BODY_LIMIT_BYTES;
+const hookLabel = (request: FastifyRequest) =>
+  (request.routeOptions.config as { hook?: string } | undefined)?.hook ?? 'none';
+
+/** Each route's body limit from its hook family: what CAPI can send it (docs/limits.md). */
+function limitBodiesByFamily(app: FastifyInstance, limits: ServerConfig['bodyLimits']): void {
   app.addHook('onRoute', (route) => {
     const hook = hookOfUrl(route.url ?? route.path);
     if (!hook) return;
     route.config = { ...route.config, hook };
     route.bodyLimit = hook === 'Discovery' ? DISCOVERY_BODY_LIMIT_BYTES : limits[hookCatalog[hook].family];
   });
-  const routeLimit = (request: FastifyRequest) => request.routeOptions.bodyLimit ?? DISCOVERY_BODY_LIMIT_BYTES;
-  const hookLabel = (request: FastifyRequest) =>
-    (request.routeOptions.config as { hook?: string } | undefined)?.hook ?? 'none';
+}
 
+/**
+ * Before a byte of the body is read: too large → 413 at once; no room in the in-flight budget →
+ * wait, then 503. The reservation lasts until the response closes (sent, or the connection gone,
+ * as after the request timeout), so a slow or idle client holds it no longer than that.
+ */
+function admitBodies(app: FastifyInstance, bodyBytesInFlight: number): void {
   const budget = new BodyBudget({
-    totalBytes: opts.server.bodyBytesInFlight,
+    totalBytes: bodyBytesInFlight,
     smallBodyBytes: SMALL_BODY_BYTES,
     smallReserve: SMALL_BODY_RESERVE_BYTES,
     waitMs: BODY_WAIT_MS,
   });
-  // Before a byte of the body is read: too large → 413 at once; no room → wait, then 503.
-  // The reservation lasts until the response closes (sent, or the connection gone, as after
-  // the request timeout), so a slow or idle client holds it no longer than that.
   app.addHook('preParsing', async (request, reply, payload) => {
     const declared = declaredLength(request);
     const chunked = request.headers['transfer-encoding'] !== undefined;
@@ -174,10 +178,14 @@ const hookApp: FastifyPluginAsync<HookAppOptions> = async (app: FastifyInstance,
     reply.raw.once('close', release);
     return payload;
   });
+}
 
-  // CAPI's client sets no Content-Type: every body is read as JSON, once its shape is known to be
-  // cheap to build (json-bounds.ts): no body makes one parse hold the event loop for seconds.
-  const jsonBounds: JsonBounds = { maxItems: opts.server.bodyMaxJsonItems, maxDepth: MAX_JSON_DEPTH };
+/**
+ * CAPI's client sets no Content-Type: every body is read as JSON, once its shape is known to be
+ * cheap to build (json-bounds.ts): no body makes one parse hold the event loop for seconds.
+ */
+function parseBodiesAsJson(app: FastifyInstance, maxItems: number): void {
+  const jsonBounds: JsonBounds = { maxItems, maxDepth: MAX_JSON_DEPTH };
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (request, body, done) => {
     const bytes = body.length;
@@ -193,18 +201,18 @@ const hookApp: FastifyPluginAsync<HookAppOptions> = async (app: FastifyInstance,
       done(new HttpError(400, `request body is not valid JSON: ${(err as Error).message}`), undefined);
     }
   });
+}
 
-  /** A request we refuse: answered with the reason, and logged so an operator sees why CAPI's call failed. */
-  const reject = (request: FastifyRequest, reply: FastifyReply, status: number, message: string, field?: string) => {
-    if (status === 413 || status === 503)
-      hookBodiesRefused.inc({ hook: hookLabel(request), reason: status === 413 ? 'too_large' : 'busy' });
-    request.log.warn(
-      { statusCode: status, url: request.url.split('?')[0], reason: message, field },
-      'request rejected',
-    );
-    return reply.code(status).send(errorBody(status, message, field));
-  };
+/** A request we refuse: answered with the reason, and logged so an operator sees why CAPI's call failed. */
+function reject(request: FastifyRequest, reply: FastifyReply, status: number, message: string, field?: string) {
+  if (status === 413 || status === 503)
+    hookBodiesRefused.inc({ hook: hookLabel(request), reason: status === 413 ? 'too_large' : 'busy' });
+  request.log.warn({ statusCode: status, url: request.url.split('?')[0], reason: message, field }, 'request rejected');
+  return reply.code(status).send(errorBody(status, message, field));
+}
 
+/** One error handler that names the bad field and hides 5xx details, and the 404 for every other URL. */
+function answerErrors(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error.validation) {
       // fastify skips body parsing when Content-Length is 0.
@@ -228,7 +236,13 @@ const hookApp: FastifyPluginAsync<HookAppOptions> = async (app: FastifyInstance,
   app.setNotFoundHandler((request, reply) =>
     reject(request, reply, 404, `no handler at ${request.method} ${request.url.split('?')[0]}`),
   );
+}
 
+const hookApp: FastifyPluginAsync<HookAppOptions> = async (app: FastifyInstance, opts) => {
+  limitBodiesByFamily(app, opts.server.bodyLimits);
+  admitBodies(app, opts.server.bodyBytesInFlight);
+  parseBodiesAsJson(app, opts.server.bodyMaxJsonItems);
+  answerErrors(app);
   const routeOptions: HookRouteOptions = {
     registry: opts.registry,
     unavailableRetryAfterSeconds: opts.server.unavailableRetryAfterSeconds,

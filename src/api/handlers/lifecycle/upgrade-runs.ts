@@ -6,12 +6,12 @@
 // read a poll takes; the reads are here.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { CLUSTER_UPGRADE_MEMO_KEY } from '../model/cluster-upgrade.ts';
-import { workflowTypes } from '../model/workflow-types.ts';
-import { BackendUnavailable } from './errors.ts';
-import type { HookContext } from './hook-route.ts';
+import { CLUSTER_UPGRADE_MEMO_KEY } from '../../../model/cluster-upgrade.ts';
+import { workflowTypes } from '../../../model/workflow-types.ts';
+import { BackendUnavailable } from '../../hooks/errors.ts';
+import type { HookContext } from '../../hooks/hook-route.ts';
 import type { ListedRun, RunView } from './upgrade-views.ts';
-import { clusterUpgradeMemo, readMemo } from '../platform/temporal/memo.ts';
+import { clusterUpgradeMemo, readMemo } from '../../../platform/temporal/memo.ts';
 
 // A CommonJS package: under native ESM only its default export is visible.
 const EventType = proto.temporal.api.enums.v1.EventType;

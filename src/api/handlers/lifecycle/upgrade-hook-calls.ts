@@ -1,10 +1,10 @@
 // What an upgrade hook's request says and how a gate is answered: the request read into the call
 // the workflow records (versions checked, the policy resolved), and a gate (or a refusal) into the
 // answer CAPI is given. No Temporal calls: cluster-upgrades.ts makes those.
-import { PolicyError } from '../domain/policy-keys.ts';
-import { policyHash, resolveUpgradePolicy } from '../domain/upgrade-policy.ts';
-import { firstGate, waitingRetryAfterSeconds, waitRetryAfterMaxSeconds } from '../domain/upgrade-schedule.ts';
-import { tryParseVersion } from '../domain/versions.ts';
+import { PolicyError } from '../../../domain/policy-keys.ts';
+import { policyHash, resolveUpgradePolicy } from '../../../domain/upgrade-policy.ts';
+import { firstGate, waitingRetryAfterSeconds, waitRetryAfterMaxSeconds } from '../../../domain/upgrade-schedule.ts';
+import { tryParseVersion } from '../../../domain/versions.ts';
 import {
   queuedGate,
   type ClusterRef,
@@ -13,12 +13,12 @@ import {
   type HookCall,
   type UpgradeHook,
   type UpgradePolicy,
-} from '../model/cluster-upgrade.ts';
-import { FLEET_ROLLOUT_ANNOTATION } from '../model/fleet-rollout.ts';
+} from '../../../model/cluster-upgrade.ts';
+import { FLEET_ROLLOUT_ANNOTATION } from '../../../model/fleet-rollout.ts';
 import { clusterRef } from './cluster-lifecycle.ts';
-import type { Cluster } from './contract.ts';
-import { HookFailure } from './errors.ts';
-import type { HookContext } from './hook-route.ts';
+import type { Cluster } from '../../hooks/contract.ts';
+import { HookFailure } from '../../hooks/errors.ts';
+import type { HookContext } from '../../hooks/hook-route.ts';
 
 /** The cluster an upgrade hook is about, and the fleet rollout that changed its version (if one did). */
 export type UpgradeTarget = Required<ClusterRef> & { rollout?: string };

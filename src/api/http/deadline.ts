@@ -1,7 +1,7 @@
 // CAPI appends `?timeout=<Go duration>` (the discovered timeoutSeconds) and
 // gives up on the call after it. We answer well inside it.
 
-export { parseGoDuration } from '../domain/durations.ts';
+export { parseGoDuration } from '../../domain/durations.ts';
 
 /** Time we allow ourselves: the caller's timeout less a margin for the network and CAPI's own work. */
 export function hookBudgetMs(callerTimeoutMs: number): number {

@@ -22,7 +22,7 @@ import {
   WorkflowUpdateFailedError,
   type Client,
 } from '@temporalio/client';
-import { DEFAULT_WAIT_RETRY_AFTER_MAX_SECONDS, firstGate } from '../domain/upgrade-schedule.ts';
+import { DEFAULT_WAIT_RETRY_AFTER_MAX_SECONDS, firstGate } from '../../../domain/upgrade-schedule.ts';
 import {
   clusterUpgradeWorkflowId,
   gateKey,
@@ -34,25 +34,25 @@ import {
   type Gate,
   type HookCall,
   type UpgradeHook,
-} from '../model/cluster-upgrade.ts';
-import { recordHookUpdate, updatePolicySignal } from '../workflows/messages.ts';
+} from '../../../model/cluster-upgrade.ts';
+import { recordHookUpdate, updatePolicySignal } from '../../../workflows/messages.ts';
 import {
   ClusterName,
   ClusterNamespace,
   FleetRollout,
   TargetVersion,
   UpgradePhase,
-} from '../model/search-attributes.ts';
-import { workflowTypes } from '../model/workflow-types.ts';
-import { buildInfo } from '../version.ts';
-import { BackgroundRecorder } from './background-recorder.ts';
-import type { HookContext, HookImplementation } from './hook-route.ts';
+} from '../../../model/search-attributes.ts';
+import { workflowTypes } from '../../../model/workflow-types.ts';
+import { buildInfo } from '../../../version.ts';
+import { BackgroundRecorder } from '../../hooks/background-recorder.ts';
+import type { HookContext, HookImplementation } from '../../hooks/hook-route.ts';
 import { createClusterLifecycleHandlers } from './cluster-lifecycle.ts';
-import type { LifecycleHandlers } from './routes/lifecycle.ts';
-import { grpcStatus } from '../platform/temporal/grpc-status.ts';
-import { withinDeadline } from './temporal-calls.ts';
+import type { LifecycleHandlers } from './routes.ts';
+import { grpcStatus } from '../../../platform/temporal/grpc-status.ts';
+import { withinDeadline } from '../temporal-calls.ts';
 import { RecentKeys } from './recent-keys.ts';
-import { clusterUpgradeRule, type RequestChecks } from './request-checks.ts';
+import { clusterUpgradeRule, type RequestChecks } from '../request-checks.ts';
 import {
   answer,
   failure,
@@ -66,7 +66,7 @@ import {
 } from './upgrade-hook-calls.ts';
 import { describeUpgradeRun, internalErrorOf, listRunningUpgrades, withinHookDeadline } from './upgrade-runs.ts';
 import { UpgradeViews, type RunView, type UpgradeViewsOptions } from './upgrade-views.ts';
-import { clusterUpgradeMemo, memoValue } from '../platform/temporal/memo.ts';
+import { clusterUpgradeMemo, memoValue } from '../../../platform/temporal/memo.ts';
 
 export interface ClusterUpgradeBackendOptions {
   client: Client;

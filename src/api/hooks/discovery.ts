@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
-import { DiscoveryRequestSchema, HOOKS_PATH_PREFIX } from '../contract.ts';
-import { registerMethodNotAllowed } from '../hook-route.ts';
-import type { HookRegistry } from '../registry.ts';
+import { DiscoveryRequestSchema, HOOKS_PATH_PREFIX } from './contract.ts';
+import { registerMethodNotAllowed } from './hook-route.ts';
+import type { HookRegistry } from './registry.ts';
 
 export const DISCOVERY_PATH = `${HOOKS_PATH_PREFIX}/discovery`;
 

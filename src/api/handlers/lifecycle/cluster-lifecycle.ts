@@ -3,17 +3,17 @@
 // request path (a workflow per event, never waited on), and BeforeClusterDelete
 // aborts every running workflow of the cluster for good, then waits for them.
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
-import type { ClusterRef } from '../model/cluster-upgrade.ts';
-import { abortSignal } from '../workflows/messages.ts';
-import { ClusterName, ClusterNamespace } from '../model/search-attributes.ts';
-import { workflowTypes } from '../model/workflow-types.ts';
-import type { BackgroundRecorder } from './background-recorder.ts';
-import type { Cluster } from './contract.ts';
-import { HttpError } from './errors.ts';
-import type { HookImplementation } from './hook-route.ts';
-import type { LifecycleHandlers } from './routes/lifecycle.ts';
-import { withinDeadline } from './temporal-calls.ts';
-import { clusterDeleteRule, type RequestChecks } from './request-checks.ts';
+import type { ClusterRef } from '../../../model/cluster-upgrade.ts';
+import { abortSignal } from '../../../workflows/messages.ts';
+import { ClusterName, ClusterNamespace } from '../../../model/search-attributes.ts';
+import { workflowTypes } from '../../../model/workflow-types.ts';
+import type { BackgroundRecorder } from '../../hooks/background-recorder.ts';
+import type { Cluster } from '../../hooks/contract.ts';
+import { HttpError } from '../../hooks/errors.ts';
+import type { HookImplementation } from '../../hooks/hook-route.ts';
+import type { LifecycleHandlers } from './routes.ts';
+import { withinDeadline } from '../temporal-calls.ts';
+import { clusterDeleteRule, type RequestChecks } from '../request-checks.ts';
 import type { UpgradeViews } from './upgrade-views.ts';
 
 /** The identity an upgrade is keyed by: namespace, name and uid (a recreated cluster is another one). */
@@ -31,6 +31,39 @@ export interface ClusterLifecycleOptions {
   recorder: BackgroundRecorder;
   /** The upgrade views: a signalled run is read fresh by the next call. */
   views: UpgradeViews;
+}
+
+/**
+ * BeforeClusterDelete's use case: every running workflow of the cluster is asked to abort for good
+ * (once: not while its memo shows the abort on its way); returns the ids still running, sorted.
+ */
+async function abortClusterWorkflows(
+  client: Client,
+  views: UpgradeViews,
+  ref: { namespace: string; name: string },
+  checked: () => Promise<void>,
+): Promise<string[]> {
+  const query = `${ClusterNamespace.name} = ${JSON.stringify(ref.namespace)} AND ${ClusterName.name} = ${JSON.stringify(ref.name)} AND ExecutionStatus = "Running"`;
+  const running: string[] = [];
+  for await (const wf of client.workflow.list({ query })) {
+    const memo = Object.values(wf.memo ?? {})[0] as { abortRequested?: string } | undefined;
+    // Signal unless the memo shows an abort on its way (inside visibility's lag a call may signal again: a second abort changes nothing).
+    if (memo?.abortRequested !== 'cluster is being deleted') {
+      await checked();
+      views.invalidate(wf.workflowId);
+      try {
+        await client.workflow
+          .getHandle(wf.workflowId)
+          .signal(abortSignal, { reason: 'cluster is being deleted', final: true });
+      } catch (err) {
+        // Ended since the List saw it (visibility lags): nothing left to abort or wait for.
+        if (err instanceof WorkflowNotFoundError) continue;
+        throw err;
+      }
+    }
+    running.push(wf.workflowId);
+  }
+  return running.sort();
 }
 
 export function createClusterLifecycleHandlers(
@@ -73,28 +106,8 @@ export function createClusterLifecycleHandlers(
     // Aborting is for good: only for a Cluster that is really going away.
     const checked = checks.before(ctx, clusterDeleteRule(ref));
     return await withinDeadline(client, ctx, async () => {
-      const query = `${ClusterNamespace.name} = ${JSON.stringify(ref.namespace)} AND ${ClusterName.name} = ${JSON.stringify(ref.name)} AND ExecutionStatus = "Running"`;
-      const running: string[] = [];
-      for await (const wf of client.workflow.list({ query })) {
-        const memo = Object.values(wf.memo ?? {})[0] as { abortRequested?: string } | undefined;
-        // Signal unless the memo shows an abort on its way (inside visibility's lag a call may signal again: a second abort changes nothing).
-        if (memo?.abortRequested !== 'cluster is being deleted') {
-          await checked();
-          views.invalidate(wf.workflowId);
-          try {
-            await client.workflow
-              .getHandle(wf.workflowId)
-              .signal(abortSignal, { reason: 'cluster is being deleted', final: true });
-          } catch (err) {
-            // Ended since the List saw it (visibility lags): nothing left to abort or wait for.
-            if (err instanceof WorkflowNotFoundError) continue;
-            throw err;
-          }
-        }
-        running.push(wf.workflowId);
-      }
+      const running = await abortClusterWorkflows(client, views, ref, checked);
       if (running.length === 0) return { status: 'Success', retryAfterSeconds: 0 };
-      running.sort();
       return {
         status: 'Success',
         message: `waiting for ${running.length} workflow(s) of this cluster to wind down: ${running.join(', ')}`,

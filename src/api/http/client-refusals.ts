@@ -7,8 +7,8 @@
 import type { Server as NetServer, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { FastifyBaseLogger, onRequestHookHandler } from 'fastify';
-import type { ClientSubjectAllowList } from '../config/server.ts';
-import { hookClientsRefused, type ClientRefusal } from '../ops/metrics.ts';
+import type { ClientSubjectAllowList } from '../../config/server.ts';
+import { hookClientsRefused, type ClientRefusal } from '../../ops/metrics.ts';
 import { peerIdentity, subjectAllowed, subjectName } from './caller.ts';
 
 /** At most `lines` log lines per `windowMs`; what was held back is reported once the window is over. */

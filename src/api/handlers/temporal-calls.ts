@@ -11,10 +11,10 @@ import {
   type Client,
 } from '@temporalio/client';
 import { NamespaceNotFoundError } from '@temporalio/common';
-import { temporalRequestDuration, type TemporalCallResult } from '../ops/metrics.ts';
-import { grpcStatus } from '../platform/temporal/grpc-status.ts';
-import { BackendUnavailable, HookFailure } from './errors.ts';
-import type { HookContext } from './hook-route.ts';
+import { temporalRequestDuration, type TemporalCallResult } from '../../ops/metrics.ts';
+import { grpcStatus } from '../../platform/temporal/grpc-status.ts';
+import { BackendUnavailable, HookFailure } from '../hooks/errors.ts';
+import type { HookContext } from '../hooks/hook-route.ts';
 import { CheckUnavailable, RequestRefused } from './request-checks.ts';
 
 /** gRPC status codes that mean "refused for good": retrying the same call cannot help. */

@@ -1,6 +1,6 @@
 // Which handlers this extension serves, under which names, timeouts and
 // failure policies. Discovery lists it; the routes are registered from it.
-import type { HandlerConfig } from '../config/server.ts';
+import type { HandlerConfig } from '../../config/server.ts';
 import { HOOKS_API_VERSION, type DiscoveryResponse, type HookName } from './contract.ts';
 
 export class HookRegistry {

@@ -4,7 +4,7 @@
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { FastifyRequest } from 'fastify';
-import type { ClientSubjectAllowList } from '../config/server.ts';
+import type { ClientSubjectAllowList } from '../../config/server.ts';
 
 export interface PeerIdentity {
   /** Subject common names (a certificate may carry several; usually one). */
