@@ -46,7 +46,8 @@ NODE_SUITE="bookworm"
 # /usr/lib/cni, Debian's place) wire their network.
 NODE_PACKAGES="systemd systemd-sysv dbus runc containernetworking-plugins conntrack socat iptables
 iproute2 nftables ca-certificates procps util-linux mount kmod ethtool ebtables less"
-KUBE_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubeadm kubelet kubectl)
+# kube-proxy runs on the nodes of a cluster whose pods call Services (support/nodes/service-proxy.ts).
+KUBE_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubeadm kubelet kubectl kube-proxy)
 
 VM=""
 if [ "${1:-}" = --vm ]; then VM=1; shift; fi
